@@ -1,0 +1,115 @@
+"""ctok: exact, fast BPE tokenization of tiktoken and HuggingFace tokenizer.json vocabularies.
+
+    >>> import ctok
+    >>> enc = ctok.get_encoding("o200k_base")          # embedded, works offline
+    >>> enc.decode(enc.encode("hello world"))
+    'hello world'
+    >>> enc = ctok.load("path/to/tokenizer.json")      # or a *.tiktoken / tiktoken.model / tekken*.json
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Dict, Optional
+
+from .errors import (CtokError, DisallowedSpecialError, UnknownPatternError, UnknownTokenError,
+                     UnsupportedFeatureError, VocabFormatError)
+from .core import Encoding
+from .vocab import VocabSpec
+
+__all__ = ["load", "get_encoding", "list_encodings", "Encoding", "VocabSpec", "CtokError", "VocabFormatError",
+           "UnsupportedFeatureError", "UnknownPatternError", "DisallowedSpecialError", "UnknownTokenError"]
+__version__ = "0.1.0"
+
+_EMBEDDED = {
+    "o200k_base": "o200k_base.tiktoken",
+    "cl100k_base": "cl100k_base.tiktoken",
+}
+
+# Loaded encodings, keyed by what built them: pickling and get_encoding reuse them instead of re-parsing.
+_cache: Dict[tuple, Encoding] = {}
+_cache_lock = threading.Lock()
+
+
+def _freeze(special_tokens):
+    return None if special_tokens is None else tuple(sorted(special_tokens.items()))
+
+
+def _loaded_encoding(args: tuple) -> Encoding:
+    path, pattern, specials, fallback = args
+    try:
+        stamp = os.stat(path).st_mtime_ns
+    except OSError:
+        stamp = None
+    key = (args, stamp)
+    with _cache_lock:
+        enc = _cache.get(key)
+    if enc is None:
+        enc = _build(path, pattern, None if specials is None else dict(specials), fallback)
+        with _cache_lock:
+            _cache[key] = enc
+    return enc
+
+
+def _build(path, pattern, special_tokens, fallback):
+    from . import load as loader
+    fmt = loader.sniff_format(path)
+    if fmt == "hf":
+        from . import hf
+        try:
+            spec, pipeline = hf.load_tokenizer_json(path, config=loader.read_sibling_config(path))
+        except UnsupportedFeatureError:
+            if fallback == "hf":
+                return _hf_fallback(path)
+            raise
+        spec.extra["content_hash"] = spec.extra.get("content_hash") or _file_hash(path)
+        return Encoding(spec, hf_pipeline=pipeline,
+                        reload_args=(path, pattern, _freeze(special_tokens), fallback))
+    if fmt == "tekken":
+        spec = loader.load_tekken_file(path, pattern=pattern, special_tokens=special_tokens)
+    else:
+        spec = loader.load_tiktoken_file(path, pattern=pattern, special_tokens=special_tokens)
+    spec.extra["content_hash"] = spec.extra["ranks_sha256"]
+    return Encoding(spec, reload_args=(path, pattern, _freeze(special_tokens), fallback))
+
+
+def _file_hash(path):
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _hf_fallback(path):
+    from .hf_fallback import HFFallbackEncoding
+    return HFFallbackEncoding(path)
+
+
+def load(source, *, pattern: Optional[str] = None, special_tokens: Optional[Dict[str, int]] = None,
+         fallback: Optional[str] = None) -> Encoding:
+    """Load a tokenizer: a tokenizer.json, a tiktoken rank file, a Tekken JSON, or a folder holding one.
+
+    pattern: the split regex, needed for tiktoken files ctok does not recognise by content.
+    special_tokens: name -> id, replacing the known or configured ones.
+    fallback="hf": hand a tokenizer.json that uses an unsupported component to HuggingFace tokenizers
+    (explicitly; without it ctok raises UnsupportedFeatureError naming the component).
+    """
+    if fallback not in (None, "hf"):
+        raise ValueError(f"fallback must be None or 'hf', not {fallback!r}")
+    from .load import resolve_source
+    path = os.path.abspath(resolve_source(source))
+    return _loaded_encoding((path, pattern, _freeze(special_tokens), fallback))
+
+
+def get_encoding(name: str) -> Encoding:
+    """An encoding shipped inside the package (works offline): see list_encodings()."""
+    if name not in _EMBEDDED:
+        raise ValueError(f"unknown encoding {name!r}; embedded encodings: {', '.join(list_encodings())}")
+    from .load import DATA_DIR
+    return load(os.path.join(DATA_DIR, _EMBEDDED[name]))
+
+
+def list_encodings():
+    return sorted(_EMBEDDED)

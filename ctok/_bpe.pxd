@@ -1,0 +1,43 @@
+# Contract of the BPE merge of one piece (see _bpe.pyx).
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t
+from ctok._vocab cimport Vocab
+
+cdef struct IdVec:
+    # Growable array of token ids owned by whoever declared it; free with idvec_free.
+    uint32_t* data
+    Py_ssize_t size
+    Py_ssize_t cap
+
+cdef struct HeapEntry:
+    uint64_t key            # (rank << 32) | position of the left symbol: the lowest key merges first
+    uint32_t left
+    uint32_t right
+
+cdef struct BpeScratch:
+    # Per-thread working memory, reused across pieces so the hot loop does not allocate.
+    Py_ssize_t cap
+    uint32_t* ids
+    uint32_t* ranks
+    int32_t* prev
+    int32_t* next
+    HeapEntry* heap
+    Py_ssize_t heap_cap
+
+cdef struct BpeOptions:
+    bint char_level         # initial symbols are UTF-8 characters (SentencePiece); else single bytes
+    bint byte_fallback      # unknown characters become <0xXX> tokens
+    uint32_t unk_id         # NO_ID when there is no unk token: unknown symbols are dropped (as HF does)
+    bint fuse_unk
+    bint whole_piece_first  # a piece that is itself a token is emitted as is (tiktoken; HF ignore_merges)
+
+cdef enum:
+    BPE_OK = 0
+    BPE_NOMEM = -1
+
+cdef int idvec_reserve(IdVec* v, Py_ssize_t extra) noexcept nogil
+cdef int idvec_push(IdVec* v, uint32_t x) noexcept nogil
+cdef void idvec_free(IdVec* v) noexcept nogil
+cdef void scratch_init(BpeScratch* s) noexcept nogil
+cdef void scratch_free(BpeScratch* s) noexcept nogil
+cdef int bpe_encode_piece(Vocab vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
+                          IdVec* out, BpeScratch* scratch) noexcept nogil

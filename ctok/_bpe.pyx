@@ -1,0 +1,364 @@
+"""BPE merge of one piece, with no Python objects in the loop.
+
+Contract: given the bytes of one pre-token, append its token ids to `out`, exactly as the reference
+merges it: repeatedly merge the adjacent pair with the lowest rank, leftmost first on ties (tiktoken's
+`_byte_pair_merge`; HF tokenizers' `Word::merge_all`, whose heap orders by (rank, position)).
+
+Short pieces use a linear scan over an array (fast for the usual 2-20 symbols); long pieces use a binary
+heap over adjacent pairs with lazy invalidation, so a 1,000,000-letter run costs O(n log n), not O(n^2).
+"""
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t
+from libc.stdlib cimport malloc, realloc, free
+from libc.string cimport memmove
+from ctok._vocab cimport Vocab, NO_ID
+
+cdef enum:
+    # Pieces with at most this many initial symbols use the linear scan.
+    LINEAR_MAX = 64
+cdef uint32_t RANK_NONE = 0xFFFFFFFF
+
+
+cdef int idvec_reserve(IdVec* v, Py_ssize_t extra) noexcept nogil:
+    cdef Py_ssize_t cap
+    cdef uint32_t* data
+    if v.size + extra <= v.cap:
+        return BPE_OK
+    cap = v.cap * 2 if v.cap else 64
+    while cap < v.size + extra:
+        cap *= 2
+    data = <uint32_t*>realloc(v.data, cap * sizeof(uint32_t))
+    if data == NULL:
+        return BPE_NOMEM
+    v.data = data
+    v.cap = cap
+    return BPE_OK
+
+
+cdef int idvec_push(IdVec* v, uint32_t x) noexcept nogil:
+    if v.size == v.cap and idvec_reserve(v, 1) != BPE_OK:
+        return BPE_NOMEM
+    v.data[v.size] = x          # size < cap after the reserve above
+    v.size += 1
+    return BPE_OK
+
+
+cdef void idvec_free(IdVec* v) noexcept nogil:
+    free(v.data)
+    v.data = NULL
+    v.size = 0
+    v.cap = 0
+
+
+cdef void scratch_init(BpeScratch* s) noexcept nogil:
+    s.cap = 0
+    s.ids = NULL
+    s.ranks = NULL
+    s.prev = NULL
+    s.next = NULL
+    s.heap = NULL
+    s.heap_cap = 0
+
+
+cdef void scratch_free(BpeScratch* s) noexcept nogil:
+    free(s.ids)
+    free(s.ranks)
+    free(s.prev)
+    free(s.next)
+    free(s.heap)
+    scratch_init(s)
+
+
+cdef int scratch_reserve(BpeScratch* s, Py_ssize_t n) noexcept nogil:
+    # Room for n symbols (plus the byte-fallback expansion, which the caller includes in n).
+    cdef Py_ssize_t cap
+    cdef void* p
+    if n <= s.cap:
+        return BPE_OK
+    cap = s.cap * 2 if s.cap else 256
+    while cap < n:
+        cap *= 2
+    p = realloc(s.ids, cap * sizeof(uint32_t))
+    if p == NULL:
+        return BPE_NOMEM
+    s.ids = <uint32_t*>p
+    p = realloc(s.ranks, cap * sizeof(uint32_t))
+    if p == NULL:
+        return BPE_NOMEM
+    s.ranks = <uint32_t*>p
+    p = realloc(s.prev, cap * sizeof(int32_t))
+    if p == NULL:
+        return BPE_NOMEM
+    s.prev = <int32_t*>p
+    p = realloc(s.next, cap * sizeof(int32_t))
+    if p == NULL:
+        return BPE_NOMEM
+    s.next = <int32_t*>p
+    s.cap = cap
+    return BPE_OK
+
+
+cdef inline Py_ssize_t utf8_len(uint8_t lead) noexcept nogil:
+    # Length of the UTF-8 sequence a lead byte announces; 1 for continuation/invalid bytes so that
+    # malformed input advances byte by byte (the caller clips to the piece end).
+    if lead < 0x80:
+        return 1
+    if lead >= 0xF0 and lead < 0xF8:
+        return 4
+    if lead >= 0xE0:
+        return 3 if lead < 0xF0 else 1
+    if lead >= 0xC0:
+        return 2
+    return 1
+
+
+cdef Py_ssize_t symbolize(Vocab vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
+                          uint32_t* ids) noexcept nogil:
+    # Initial symbols of a piece, HF's rules: a unit (byte, or UTF-8 char when char_level) that is a
+    # token becomes that token; else its <0xXX> byte tokens if byte_fallback and all exist; else unk
+    # (consecutive unks fused when fuse_unk; a pending unk is flushed by the next known unit, not by
+    # fallback bytes, exactly as HF does); else it is dropped.  `ids` has room for n entries.
+    cdef Py_ssize_t i = 0, m = 0, ulen, k
+    cdef uint32_t tid
+    cdef bint pending = False, ok
+    while i < n:
+        if opt.char_level:
+            ulen = utf8_len(s[i])
+            if i + ulen > n:
+                ulen = n - i
+            tid = vocab.lookup(s + i, ulen)
+        else:
+            ulen = 1
+            tid = vocab.byte_id[s[i]]
+        if tid != NO_ID:
+            if pending:
+                ids[m] = opt.unk_id; m += 1
+                pending = False
+            ids[m] = tid; m += 1
+        else:
+            ok = False
+            if opt.byte_fallback:
+                ok = True
+                for k in range(ulen):
+                    if vocab.fallback_id[s[i + k]] == NO_ID:
+                        ok = False
+                        break
+                if ok:
+                    for k in range(ulen):
+                        ids[m] = vocab.fallback_id[s[i + k]]; m += 1
+            if not ok and opt.unk_id != NO_ID:
+                if pending and not opt.fuse_unk:
+                    ids[m] = opt.unk_id; m += 1
+                pending = True
+        i += ulen
+    if pending:
+        ids[m] = opt.unk_id; m += 1
+    # m <= n: every unit of length ulen >= 1 adds at most ulen ids (fallback) or 1 id (token or unk,
+    # where a pending unk flushed here stands for an earlier unit that added none).
+    return m
+
+
+cdef inline uint32_t pair_rank(Vocab vocab, uint32_t a, uint32_t b, uint32_t* new_id) noexcept nogil:
+    cdef uint32_t rank
+    if vocab.pair(a, b, &rank, new_id):
+        return rank
+    return RANK_NONE
+
+
+cdef Py_ssize_t merge_linear(Vocab vocab, uint32_t* ids, uint32_t* ranks, Py_ssize_t m) noexcept nogil:
+    cdef Py_ssize_t i, best
+    cdef uint32_t r, best_rank, new_id
+    for i in range(m - 1):
+        ranks[i] = pair_rank(vocab, ids[i], ids[i + 1], &new_id)
+    while m > 1:
+        best_rank = RANK_NONE
+        best = -1
+        for i in range(m - 1):
+            if ranks[i] < best_rank:
+                best_rank = ranks[i]
+                best = i
+        if best < 0:
+            break
+        vocab.pair(ids[best], ids[best + 1], &r, &new_id)
+        ids[best] = new_id
+        # Remove symbol best+1: shift the tails left by one (best + 1 < m).
+        memmove(ids + best + 1, ids + best + 2, (m - best - 2) * sizeof(uint32_t))
+        if m - best - 3 > 0:
+            memmove(ranks + best + 1, ranks + best + 2, (m - best - 3) * sizeof(uint32_t))
+        m -= 1
+        if best > 0:
+            ranks[best - 1] = pair_rank(vocab, ids[best - 1], ids[best], &new_id)
+        if best < m - 1:
+            ranks[best] = pair_rank(vocab, ids[best], ids[best + 1], &new_id)
+    return m
+
+
+cdef inline void heap_push(BpeScratch* sc, Py_ssize_t* size, HeapEntry e) noexcept nogil:
+    # The caller reserved heap_cap >= size + 1.
+    cdef Py_ssize_t i = size[0], parent
+    size[0] += 1
+    while i > 0:
+        parent = (i - 1) >> 1
+        if sc.heap[parent].key <= e.key:
+            break
+        sc.heap[i] = sc.heap[parent]
+        i = parent
+    sc.heap[i] = e
+
+
+cdef inline HeapEntry heap_pop(BpeScratch* sc, Py_ssize_t* size) noexcept nogil:
+    # Requires size >= 1.
+    cdef HeapEntry top = sc.heap[0]
+    cdef HeapEntry last
+    cdef Py_ssize_t i = 0, child, n
+    size[0] -= 1
+    n = size[0]
+    if n > 0:
+        last = sc.heap[n]
+        while True:
+            child = 2 * i + 1
+            if child >= n:
+                break
+            if child + 1 < n and sc.heap[child + 1].key < sc.heap[child].key:
+                child += 1
+            if sc.heap[child].key >= last.key:
+                break
+            sc.heap[i] = sc.heap[child]
+            i = child
+        sc.heap[i] = last
+    return top
+
+
+cdef int heap_reserve(BpeScratch* sc, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t cap
+    cdef void* p
+    if n <= sc.heap_cap:
+        return BPE_OK
+    cap = sc.heap_cap * 2 if sc.heap_cap else 256
+    while cap < n:
+        cap *= 2
+    p = realloc(sc.heap, cap * sizeof(HeapEntry))
+    if p == NULL:
+        return BPE_NOMEM
+    sc.heap = <HeapEntry*>p
+    sc.heap_cap = cap
+    return BPE_OK
+
+
+cdef Py_ssize_t merge_heap(Vocab vocab, BpeScratch* sc, Py_ssize_t m) noexcept nogil:
+    # Doubly linked symbols (prev/next indices, -1 at the ends); heap entries keyed (rank, left position).
+    # An entry is stale once either symbol changed; a symbol's id only changes by merging, and merged
+    # tokens are strictly longer, so "same ids at the same positions" proves the pair is still there.
+    # Each merge pushes at most 2 entries, so the heap never holds more than 3m entries.
+    cdef uint32_t* ids = sc.ids
+    cdef int32_t* prv = sc.prev
+    cdef int32_t* nxt = sc.next
+    cdef Py_ssize_t i, hsize = 0, out
+    cdef int32_t p, q, r
+    cdef uint32_t rank, new_id
+    cdef HeapEntry e
+    if heap_reserve(sc, 3 * m) != BPE_OK:
+        return -1
+    for i in range(m):
+        prv[i] = <int32_t>(i - 1)
+        nxt[i] = <int32_t>(i + 1) if i + 1 < m else -1
+    for i in range(m - 1):
+        rank = pair_rank(vocab, ids[i], ids[i + 1], &new_id)
+        if rank != RANK_NONE:
+            e.key = (<uint64_t>rank << 32) | <uint64_t>i
+            e.left = ids[i]
+            e.right = ids[i + 1]
+            heap_push(sc, &hsize, e)
+    while hsize > 0:
+        e = heap_pop(sc, &hsize)
+        p = <int32_t>(e.key & 0xFFFFFFFFULL)
+        q = nxt[p]
+        if ids[p] != e.left or q < 0 or ids[q] != e.right:
+            continue                                    # stale: one side has merged since
+        vocab.pair(e.left, e.right, &rank, &new_id)
+        ids[p] = new_id
+        ids[q] = NO_ID                                  # q is gone; NO_ID never equals a live id
+        r = nxt[q]
+        nxt[p] = r
+        if r >= 0:
+            prv[r] = p
+        if prv[p] >= 0:
+            rank = pair_rank(vocab, ids[prv[p]], ids[p], &new_id)
+            if rank != RANK_NONE:
+                e.key = (<uint64_t>rank << 32) | <uint64_t>prv[p]
+                e.left = ids[prv[p]]
+                e.right = ids[p]
+                heap_push(sc, &hsize, e)
+        if r >= 0:
+            rank = pair_rank(vocab, ids[p], ids[r], &new_id)
+            if rank != RANK_NONE:
+                e.key = (<uint64_t>rank << 32) | <uint64_t>p
+                e.left = ids[p]
+                e.right = ids[r]
+                heap_push(sc, &hsize, e)
+    # Compact the survivors to the front, in order (symbol 0 is never removed: merges keep the left one).
+    out = 0
+    p = 0
+    while p >= 0:
+        ids[out] = ids[p]
+        out += 1
+        p = nxt[p]
+    return out
+
+
+cdef int bpe_encode_piece(Vocab vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
+                          IdVec* out, BpeScratch* scratch) noexcept nogil:
+    cdef uint32_t tid
+    cdef Py_ssize_t m, i
+    if n <= 0:
+        return BPE_OK
+    if opt.whole_piece_first:
+        tid = vocab.lookup(s, n)
+        if tid != NO_ID:
+            return idvec_push(out, tid)
+    if scratch_reserve(scratch, n + 1) != BPE_OK:
+        return BPE_NOMEM
+    m = symbolize(vocab, opt, s, n, scratch.ids)
+    if m > LINEAR_MAX:
+        m = merge_heap(vocab, scratch, m)
+        if m < 0:
+            return BPE_NOMEM
+    elif m > 1:
+        m = merge_linear(vocab, scratch.ids, scratch.ranks, m)
+    if idvec_reserve(out, m) != BPE_OK:
+        return BPE_NOMEM
+    for i in range(m):
+        out.data[out.size + i] = scratch.ids[i]     # reserved above
+    out.size += m
+    return BPE_OK
+
+
+def _merge_for_test(Vocab vocab, bytes piece, bint heap, bint char_level=False, bint byte_fallback=False,
+                    Py_ssize_t unk_id=-1, bint fuse_unk=False, bint whole_piece_first=True):
+    """Encode one piece forcing the linear or the heap merge (tests compare the two)."""
+    cdef BpeOptions opt
+    cdef BpeScratch sc
+    cdef IdVec out
+    cdef Py_ssize_t m, i
+    opt.char_level = char_level
+    opt.byte_fallback = byte_fallback
+    opt.unk_id = NO_ID if unk_id < 0 else <uint32_t>unk_id
+    opt.fuse_unk = fuse_unk
+    opt.whole_piece_first = whole_piece_first
+    scratch_init(&sc)
+    out.data = NULL; out.size = 0; out.cap = 0
+    try:
+        if whole_piece_first and vocab.lookup(<const uint8_t*><char*>piece, len(piece)) != NO_ID:
+            return [vocab.lookup(<const uint8_t*><char*>piece, len(piece))]
+        if scratch_reserve(&sc, len(piece) + 1) != BPE_OK:
+            raise MemoryError()
+        m = symbolize(vocab, &opt, <const uint8_t*><char*>piece, len(piece), sc.ids)
+        if heap:
+            m = merge_heap(vocab, &sc, m) if m > 0 else 0
+            if m < 0:
+                raise MemoryError()
+        elif m > 1:
+            m = merge_linear(vocab, sc.ids, sc.ranks, m)
+        return [sc.ids[i] for i in range(m)]
+    finally:
+        scratch_free(&sc)
+        idvec_free(&out)
