@@ -52,7 +52,7 @@ def _loaded_encoding(args: tuple) -> Encoding:
 
 
 def _build(path, pattern, special_tokens, fallback):
-    from . import load as loader
+    from . import loaders as loader
     fmt = loader.sniff_format(path)
     if fmt == "hf":
         from . import hf
@@ -98,7 +98,7 @@ def load(source, *, pattern: Optional[str] = None, special_tokens: Optional[Dict
     """
     if fallback not in (None, "hf"):
         raise ValueError(f"fallback must be None or 'hf', not {fallback!r}")
-    from .load import resolve_source
+    from .loaders import resolve_source
     path = os.path.abspath(resolve_source(source))
     return _loaded_encoding((path, pattern, _freeze(special_tokens), fallback))
 
@@ -107,7 +107,7 @@ def get_encoding(name: str) -> Encoding:
     """An encoding shipped inside the package (works offline): see list_encodings()."""
     if name not in _EMBEDDED:
         raise ValueError(f"unknown encoding {name!r}; embedded encodings: {', '.join(list_encodings())}")
-    from .load import DATA_DIR
+    from .loaders import DATA_DIR
     return load(os.path.join(DATA_DIR, _EMBEDDED[name]))
 
 

@@ -1,6 +1,6 @@
 # Contract of the BPE merge of one piece (see _bpe.pyx).
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t
-from ctok._vocab cimport Vocab
+from ctok._vocab cimport Tables
 
 cdef struct IdVec:
     # Growable array of token ids owned by whoever declared it; free with idvec_free.
@@ -39,5 +39,5 @@ cdef int idvec_push(IdVec* v, uint32_t x) noexcept nogil
 cdef void idvec_free(IdVec* v) noexcept nogil
 cdef void scratch_init(BpeScratch* s) noexcept nogil
 cdef void scratch_free(BpeScratch* s) noexcept nogil
-cdef int bpe_encode_piece(Vocab vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
+cdef int bpe_encode_piece(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
                           IdVec* out, BpeScratch* scratch) noexcept nogil

@@ -10,7 +10,7 @@ heap over adjacent pairs with lazy invalidation, so a 1,000,000-letter run costs
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memmove
-from ctok._vocab cimport Vocab, NO_ID
+from ctok._vocab cimport Vocab, Tables, NO_ID, tables_lookup, tables_pair
 
 cdef enum:
     # Pieces with at most this many initial symbols use the linear scan.
@@ -111,7 +111,7 @@ cdef inline Py_ssize_t utf8_len(uint8_t lead) noexcept nogil:
     return 1
 
 
-cdef Py_ssize_t symbolize(Vocab vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
+cdef Py_ssize_t symbolize(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
                           uint32_t* ids) noexcept nogil:
     # Initial symbols of a piece, HF's rules: a unit (byte, or UTF-8 char when char_level) that is a
     # token becomes that token; else its <0xXX> byte tokens if byte_fallback and all exist; else unk
@@ -125,7 +125,7 @@ cdef Py_ssize_t symbolize(Vocab vocab, const BpeOptions* opt, const uint8_t* s, 
             ulen = utf8_len(s[i])
             if i + ulen > n:
                 ulen = n - i
-            tid = vocab.lookup(s + i, ulen)
+            tid = tables_lookup(vocab, s + i, ulen)
         else:
             ulen = 1
             tid = vocab.byte_id[s[i]]
@@ -157,14 +157,14 @@ cdef Py_ssize_t symbolize(Vocab vocab, const BpeOptions* opt, const uint8_t* s, 
     return m
 
 
-cdef inline uint32_t pair_rank(Vocab vocab, uint32_t a, uint32_t b, uint32_t* new_id) noexcept nogil:
+cdef inline uint32_t pair_rank(const Tables* vocab, uint32_t a, uint32_t b, uint32_t* new_id) noexcept nogil:
     cdef uint32_t rank
-    if vocab.pair(a, b, &rank, new_id):
+    if tables_pair(vocab, a, b, &rank, new_id):
         return rank
     return RANK_NONE
 
 
-cdef Py_ssize_t merge_linear(Vocab vocab, uint32_t* ids, uint32_t* ranks, Py_ssize_t m) noexcept nogil:
+cdef Py_ssize_t merge_linear(const Tables* vocab, uint32_t* ids, uint32_t* ranks, Py_ssize_t m) noexcept nogil:
     cdef Py_ssize_t i, best
     cdef uint32_t r, best_rank, new_id
     for i in range(m - 1):
@@ -178,7 +178,7 @@ cdef Py_ssize_t merge_linear(Vocab vocab, uint32_t* ids, uint32_t* ranks, Py_ssi
                 best = i
         if best < 0:
             break
-        vocab.pair(ids[best], ids[best + 1], &r, &new_id)
+        tables_pair(vocab, ids[best], ids[best + 1], &r, &new_id)
         ids[best] = new_id
         # Remove symbol best+1: shift the tails left by one (best + 1 < m).
         memmove(ids + best + 1, ids + best + 2, (m - best - 2) * sizeof(uint32_t))
@@ -244,7 +244,7 @@ cdef int heap_reserve(BpeScratch* sc, Py_ssize_t n) noexcept nogil:
     return BPE_OK
 
 
-cdef Py_ssize_t merge_heap(Vocab vocab, BpeScratch* sc, Py_ssize_t m) noexcept nogil:
+cdef Py_ssize_t merge_heap(const Tables* vocab, BpeScratch* sc, Py_ssize_t m) noexcept nogil:
     # Doubly linked symbols (prev/next indices, -1 at the ends); heap entries keyed (rank, left position).
     # An entry is stale once either symbol changed; a symbol's id only changes by merging, and merged
     # tokens are strictly longer, so "same ids at the same positions" proves the pair is still there.
@@ -274,7 +274,7 @@ cdef Py_ssize_t merge_heap(Vocab vocab, BpeScratch* sc, Py_ssize_t m) noexcept n
         q = nxt[p]
         if ids[p] != e.left or q < 0 or ids[q] != e.right:
             continue                                    # stale: one side has merged since
-        vocab.pair(e.left, e.right, &rank, &new_id)
+        tables_pair(vocab, e.left, e.right, &rank, &new_id)
         ids[p] = new_id
         ids[q] = NO_ID                                  # q is gone; NO_ID never equals a live id
         r = nxt[q]
@@ -305,14 +305,14 @@ cdef Py_ssize_t merge_heap(Vocab vocab, BpeScratch* sc, Py_ssize_t m) noexcept n
     return out
 
 
-cdef int bpe_encode_piece(Vocab vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
+cdef int bpe_encode_piece(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
                           IdVec* out, BpeScratch* scratch) noexcept nogil:
     cdef uint32_t tid
     cdef Py_ssize_t m, i
     if n <= 0:
         return BPE_OK
     if opt.whole_piece_first:
-        tid = vocab.lookup(s, n)
+        tid = tables_lookup(vocab, s, n)
         if tid != NO_ID:
             return idvec_push(out, tid)
     if scratch_reserve(scratch, n + 1) != BPE_OK:
@@ -332,9 +332,10 @@ cdef int bpe_encode_piece(Vocab vocab, const BpeOptions* opt, const uint8_t* s, 
     return BPE_OK
 
 
-def _merge_for_test(Vocab vocab, bytes piece, bint heap, bint char_level=False, bint byte_fallback=False,
+def _merge_for_test(Vocab py_vocab, bytes piece, bint heap, bint char_level=False, bint byte_fallback=False,
                     Py_ssize_t unk_id=-1, bint fuse_unk=False, bint whole_piece_first=True):
     """Encode one piece forcing the linear or the heap merge (tests compare the two)."""
+    cdef const Tables* vocab = &py_vocab.t
     cdef BpeOptions opt
     cdef BpeScratch sc
     cdef IdVec out
@@ -347,8 +348,8 @@ def _merge_for_test(Vocab vocab, bytes piece, bint heap, bint char_level=False, 
     scratch_init(&sc)
     out.data = NULL; out.size = 0; out.cap = 0
     try:
-        if whole_piece_first and vocab.lookup(<const uint8_t*><char*>piece, len(piece)) != NO_ID:
-            return [vocab.lookup(<const uint8_t*><char*>piece, len(piece))]
+        if whole_piece_first and tables_lookup(vocab, <const uint8_t*><char*>piece, len(piece)) != NO_ID:
+            return [tables_lookup(vocab, <const uint8_t*><char*>piece, len(piece))]
         if scratch_reserve(&sc, len(piece) + 1) != BPE_OK:
             raise MemoryError()
         m = symbolize(vocab, &opt, <const uint8_t*><char*>piece, len(piece), sc.ids)

@@ -1,38 +1,108 @@
 # Contract of the native vocabulary tables (see _vocab.pyx for the why).
+# The lookups are inline here so that the BPE loop in other modules calls no function through a pointer.
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t
+from libc.string cimport memcpy, memcmp
 
 cdef enum:
     NO_ID = 0xFFFFFFFF          # "absent" in every uint32 id slot
 
+cdef struct Slot:
+    # One entry of the bytes -> id table.  The first 8 bytes of the token live in the slot, so a lookup
+    # of a token of up to 8 bytes touches one cache line and never the blob.
+    uint64_t head               # token bytes 0..7, zero padded
+    uint32_t id                 # NO_ID marks a free slot
+    uint32_t len
+
 cdef struct PairEntry:
-    uint64_t key                # (left << 32) | right; EMPTY_PAIR when the slot is free
+    uint64_t key                # (left << 32) | right; all ones when the slot is free
     uint32_t rank               # merge rank: lower merges first
     uint32_t new_id             # id of the merged token
 
-cdef class Vocab:
-    cdef:
-        # Every token's bytes, ordinary and special, concatenated: id -> blob[offsets[id]:offsets[id+1]].
-        uint8_t* blob
-        uint64_t* offsets
-        uint8_t* kind           # per id: 0 hole, 1 ordinary (encodable), 2 special (decode only)
-        Py_ssize_t n_ids
-        # bytes -> id for ordinary tokens, open addressing with linear probing; NO_ID marks a free slot.
-        uint32_t* slots
-        uint64_t slot_mask
-        # (left id, right id) -> (rank, merged id), open addressing.
-        PairEntry* pairs
-        uint64_t pair_mask
-        Py_ssize_t n_pairs
-        # id of each single byte as a token (NO_ID if the byte is not a token) and of its <0xXX> fallback token.
-        uint32_t byte_id[256]
-        uint32_t fallback_id[256]
-        public bint rank_merges     # True: tiktoken semantics (pairs derived from the vocabulary)
+cdef struct Tables:
+    # Every token's bytes, ordinary and special, concatenated: id -> blob[offsets[id]:offsets[id+1]].
+    uint8_t* blob
+    uint64_t* offsets
+    uint8_t* kind               # per id: 0 hole, 1 ordinary (encodable), 2 special (decode only)
+    Py_ssize_t n_ids
+    Slot* slots                 # open addressing, linear probing
+    uint64_t slot_mask
+    PairEntry* pairs            # (left, right) -> (rank, merged id), open addressing
+    uint64_t pair_mask
+    Py_ssize_t n_pairs
+    uint32_t byte_id[256]       # id of each single byte as a token, NO_ID if it is not one
+    uint32_t fallback_id[256]   # id of each <0xXX> byte-fallback token, NO_ID if absent
 
-    cdef uint32_t lookup(self, const uint8_t* s, Py_ssize_t n) noexcept nogil
-    cdef bint pair(self, uint32_t left, uint32_t right, uint32_t* rank, uint32_t* new_id) noexcept nogil
-    cdef inline const uint8_t* token_ptr(self, uint32_t tid, Py_ssize_t* n) noexcept nogil
+
+cdef inline uint64_t load_head(const uint8_t* s, Py_ssize_t n) noexcept nogil:
+    cdef uint64_t w = 0
+    memcpy(&w, s, n if n < 8 else 8)      # at most n bytes of s[0:n]
+    return w
+
+
+cdef inline uint64_t mix64(uint64_t h) noexcept nogil:
+    h ^= h >> 32
+    h *= 0xD6E8FEB86659FD93ULL
+    h ^= h >> 32
+    h *= 0xD6E8FEB86659FD93ULL
+    h ^= h >> 32
+    return h
+
+
+cdef inline uint64_t hash_bytes(const uint8_t* s, Py_ssize_t n, uint64_t head) noexcept nogil:
+    cdef uint64_t h = head ^ (<uint64_t>n * 0x9E3779B97F4A7C15ULL)
+    cdef uint64_t w
+    cdef Py_ssize_t i = 8
+    while i + 8 <= n:
+        memcpy(&w, s + i, 8)              # i + 8 <= n
+        h = (h ^ mix64(w)) * 0xBF58476D1CE4E5B9ULL
+        i += 8
+    if i < n:
+        w = 0
+        memcpy(&w, s + i, n - i)          # n - i < 8 bytes, inside s[0:n]
+        h = (h ^ mix64(w)) * 0x94D049BB133111EBULL
+    return mix64(h)
+
+
+cdef inline uint32_t tables_lookup(const Tables* t, const uint8_t* s, Py_ssize_t n) noexcept nogil:
+    """Id of the ordinary token whose bytes are s[0:n], or NO_ID."""
+    cdef uint64_t head = load_head(s, n)
+    cdef uint64_t h = hash_bytes(s, n, head) & t.slot_mask
+    cdef const Slot* e
+    while True:
+        e = &t.slots[h]                   # h is masked to the table size
+        if e.id == NO_ID:
+            return NO_ID
+        if e.len == n and e.head == head and (
+                n <= 8 or memcmp(t.blob + t.offsets[e.id] + 8, s + 8, n - 8) == 0):
+            return e.id
+        h = (h + 1) & t.slot_mask
+
+
+cdef inline uint64_t hash_pair(uint64_t key) noexcept nogil:
+    return mix64(key * 0x9E3779B97F4A7C15ULL)
+
+
+cdef inline bint tables_pair(const Tables* t, uint32_t left, uint32_t right,
+                             uint32_t* rank, uint32_t* new_id) noexcept nogil:
+    """The merge of (left, right), if there is one: its rank and merged id."""
+    cdef uint64_t key = (<uint64_t>left << 32) | right
+    cdef uint64_t h = hash_pair(key) & t.pair_mask
+    while True:
+        if t.pairs[h].key == key:          # h is masked to the table size
+            rank[0] = t.pairs[h].rank
+            new_id[0] = t.pairs[h].new_id
+            return True
+        if t.pairs[h].key == 0xFFFFFFFFFFFFFFFFULL:
+            return False
+        h = (h + 1) & t.pair_mask
+
+
+cdef class Vocab:
+    cdef Tables t
+    cdef public bint rank_merges     # True: tiktoken semantics (pairs derived from the vocabulary)
     cdef void _build_slots(self, Py_ssize_t n_ord) except *
     cdef void _alloc_pairs(self, Py_ssize_t n) except *
     cdef void _put_pair(self, uint32_t left, uint32_t right, uint32_t rank, uint32_t new_id) noexcept nogil
     cdef void _derive_pairs(self) except *
+    cdef void _grow_pairs(self) except *
     cdef void _load_pairs(self, merges) except *

@@ -1,0 +1,177 @@
+"""The native encoder: pretokenizer + BPE over whole segments, with the GIL released.
+
+Contract: `CoreEncoder.encode_ordinary(data)` splits the UTF-8 bytes `data` with its pretokenizer kind
+(`ctok._pretok`, PRETOK_WHOLE = one piece) and appends every piece's BPE ids; it knows nothing of special
+tokens, normalizers or added tokens, which the Python layer handles before calling it.  Tables are
+read-only after construction, so one CoreEncoder serves any number of threads at once.
+"""
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
+from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.long cimport PyLong_FromUnsignedLong
+from cpython.ref cimport Py_INCREF
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
+from libc.stdlib cimport malloc, realloc, free
+from libc.string cimport memcpy
+
+from ctok._vocab cimport Vocab, NO_ID
+from ctok._bpe cimport (IdVec, BpeScratch, BpeOptions, BPE_OK, idvec_free, idvec_reserve, scratch_init,
+                        scratch_free, bpe_encode_piece)
+from ctok._pretok cimport next_piece_end, PRETOK_WHOLE
+
+import numpy as np
+cimport numpy as cnp
+
+cnp.import_array()
+
+from ctok.errors import UnknownTokenError
+
+
+cdef inline list idvec_to_list(IdVec* v):
+    cdef list out = PyList_New(v.size)
+    cdef Py_ssize_t i
+    cdef object o
+    for i in range(v.size):
+        o = PyLong_FromUnsignedLong(v.data[i])
+        Py_INCREF(o)                              # PyList_SET_ITEM steals a reference
+        PyList_SET_ITEM(out, i, o)
+    return out
+
+
+cdef class CoreEncoder:
+    """Encoder tables and options for one vocabulary (see module docstring).
+
+    CoreEncoder(token_bytes, merges=None, *, special_bytes=None, pretok_kind=0, char_level=False,
+                byte_fallback=False, unk_id=-1, fuse_unk=False, ignore_merges=None)
+    ignore_merges: a piece that is itself a token is emitted whole; default True for tiktoken
+    semantics (merges=None), False for merge lists (HF), where the file's `ignore_merges` decides.
+    """
+    cdef readonly Vocab vocab
+    cdef BpeOptions opt
+    cdef readonly int pretok_kind
+
+    def __init__(self, list token_bytes, merges=None, *, dict special_bytes=None, int pretok_kind=0,
+                 bint char_level=False, bint byte_fallback=False, Py_ssize_t unk_id=-1,
+                 bint fuse_unk=False, ignore_merges=None):
+        self.vocab = Vocab(token_bytes, merges, special_bytes)
+        self.pretok_kind = pretok_kind
+        self.opt.char_level = char_level
+        self.opt.byte_fallback = byte_fallback
+        self.opt.unk_id = NO_ID if unk_id < 0 else <uint32_t>unk_id
+        self.opt.fuse_unk = fuse_unk
+        if ignore_merges is None:
+            ignore_merges = merges is None
+        self.opt.whole_piece_first = bool(ignore_merges)
+        if pretok_kind != PRETOK_WHOLE:
+            # Fail at construction, not at the first encode, if the kind is unknown to the scanner.
+            self._check_kind()
+
+    cdef _check_kind(self):
+        from ctok import _pretok
+        if not hasattr(_pretok, "split"):
+            return
+        _pretok.split(self.pretok_kind, b"a")
+
+    cdef int encode_into(self, const uint8_t* s, Py_ssize_t n, IdVec* out, BpeScratch* sc) noexcept nogil:
+        cdef Py_ssize_t pos = 0, end
+        cdef int rc
+        cdef int kind = self.pretok_kind
+        while pos < n:
+            end = n if kind == PRETOK_WHOLE else next_piece_end(kind, s, n, pos)
+            rc = bpe_encode_piece(&self.vocab.t, &self.opt, s + pos, end - pos, out, sc)
+            if rc != BPE_OK:
+                return rc
+            pos = end
+        return BPE_OK
+
+    cdef int _encode_bytes(self, bytes data, IdVec* out, bint split) except -1:
+        cdef const uint8_t* s = <const uint8_t*>PyBytes_AS_STRING(data)
+        cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
+        cdef BpeScratch sc
+        cdef int rc
+        scratch_init(&sc)
+        with nogil:
+            if split:
+                rc = self.encode_into(s, n, out, &sc)
+            else:
+                rc = bpe_encode_piece(&self.vocab.t, &self.opt, s, n, out, &sc)
+            scratch_free(&sc)
+        if rc != BPE_OK:
+            raise MemoryError()
+        return 0
+
+    def encode_ordinary(self, bytes data):
+        """Token ids of `data` (UTF-8 bytes) split with this encoder's pretokenizer."""
+        cdef IdVec out
+        out.data = NULL; out.size = 0; out.cap = 0
+        try:
+            self._encode_bytes(data, &out, True)
+            return idvec_to_list(&out)
+        finally:
+            idvec_free(&out)
+
+    def count(self, bytes data):
+        cdef IdVec out
+        out.data = NULL; out.size = 0; out.cap = 0
+        try:
+            self._encode_bytes(data, &out, True)
+            return out.size
+        finally:
+            idvec_free(&out)
+
+    def encode_pieces(self, pieces):
+        """Token ids of each piece in `pieces` (bytes), BPE-merged as given, concatenated."""
+        cdef IdVec out
+        cdef bytes p
+        out.data = NULL; out.size = 0; out.cap = 0
+        try:
+            for p in pieces:
+                self._encode_bytes(p, &out, False)
+            return idvec_to_list(&out)
+        finally:
+            idvec_free(&out)
+
+    def encode_piece(self, bytes piece):
+        return self.encode_pieces((piece,))
+
+    def encode_to_array(self, bytes data):
+        """Like encode_ordinary, as a numpy uint32 array (no per-token Python objects)."""
+        cdef IdVec out
+        cdef cnp.ndarray arr
+        out.data = NULL; out.size = 0; out.cap = 0
+        try:
+            self._encode_bytes(data, &out, True)
+            arr = np.empty(out.size, dtype=np.uint32)
+            if out.size:
+                memcpy(cnp.PyArray_DATA(arr), out.data, out.size * sizeof(uint32_t))
+            return arr
+        finally:
+            idvec_free(&out)
+
+    def token_id(self, bytes b):
+        return self.vocab.token_id(b)
+
+    def decode_bytes(self, tokens):
+        """Concatenated bytes of `tokens` (ordinary and special ids); unknown ids raise UnknownTokenError."""
+        cdef Vocab v = self.vocab
+        cdef Py_ssize_t total = 0, pos = 0, tid, ln
+        cdef list ids
+        if isinstance(tokens, np.ndarray):
+            ids = tokens.tolist()
+        else:
+            ids = tokens if isinstance(tokens, list) else list(tokens)
+        for t in ids:
+            tid = t
+            if tid < 0 or tid >= v.t.n_ids or v.t.kind[tid] == 0:
+                raise UnknownTokenError(t)
+            total += v.t.offsets[tid + 1] - v.t.offsets[tid]
+        cdef bytes result = PyBytes_FromStringAndSize(NULL, total)
+        cdef char* dst = PyBytes_AS_STRING(result)
+        for t in ids:
+            tid = t
+            ln = v.t.offsets[tid + 1] - v.t.offsets[tid]
+            memcpy(dst + pos, v.t.blob + v.t.offsets[tid], ln)     # tid checked in the first pass
+            pos += ln
+        return result
+
+    def token_bytes(self, Py_ssize_t tid):
+        return self.vocab.token_bytes(tid)
