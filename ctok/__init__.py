@@ -65,12 +65,24 @@ def _build(path, pattern, special_tokens, fallback):
         spec.extra["content_hash"] = spec.extra.get("content_hash") or _file_hash(path)
         return Encoding(spec, hf_pipeline=pipeline,
                         reload_args=(path, pattern, _freeze(special_tokens), fallback))
+    from . import cache
+    reload_args = (path, pattern, _freeze(special_tokens), fallback)
+    cache_args = [fmt, pattern, special_tokens]
+    hit = cache.load_compiled(path, cache_args)
+    if hit is not None:
+        meta, vocab = hit
+        spec = VocabSpec(token_bytes=[], **meta)
+        return Encoding(spec, reload_args=reload_args, vocab=vocab)
     if fmt == "tekken":
         spec = loader.load_tekken_file(path, pattern=pattern, special_tokens=special_tokens)
     else:
         spec = loader.load_tiktoken_file(path, pattern=pattern, special_tokens=special_tokens)
     spec.extra["content_hash"] = spec.extra["ranks_sha256"]
-    return Encoding(spec, reload_args=(path, pattern, _freeze(special_tokens), fallback))
+    enc = Encoding(spec, reload_args=reload_args)
+    meta = {"name": spec.name, "source": spec.source, "special_tokens": spec.special_tokens,
+            "pattern": spec.pattern, "explicit_n_vocab": spec.n_vocab, "extra": spec.extra}
+    cache.save_compiled(path, cache_args, meta, enc._core.vocab)
+    return enc
 
 
 def _file_hash(path):

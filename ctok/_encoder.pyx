@@ -18,11 +18,6 @@ from ctok._bpe cimport (IdVec, BpeScratch, BpeOptions, BPE_OK, idvec_free, idvec
                         scratch_free, bpe_encode_piece)
 from ctok._pretok cimport next_piece_end, PRETOK_WHOLE
 
-import numpy as np
-cimport numpy as cnp
-
-cnp.import_array()
-
 from ctok.errors import UnknownTokenError
 
 
@@ -49,10 +44,15 @@ cdef class CoreEncoder:
     cdef BpeOptions opt
     cdef readonly int pretok_kind
 
-    def __init__(self, list token_bytes, merges=None, *, dict special_bytes=None, int pretok_kind=0,
+    def __init__(self, list token_bytes=None, merges=None, *, dict special_bytes=None, int pretok_kind=0,
                  bint char_level=False, bint byte_fallback=False, Py_ssize_t unk_id=-1,
-                 bint fuse_unk=False, ignore_merges=None):
-        self.vocab = Vocab(token_bytes, merges, special_bytes)
+                 bint fuse_unk=False, ignore_merges=None, Vocab vocab=None):
+        # vocab: prebuilt tables (e.g. from the compiled cache) instead of token_bytes/merges/special_bytes.
+        if vocab is None:
+            self.vocab = Vocab(token_bytes, merges, special_bytes)
+        else:
+            self.vocab = vocab
+            merges = None if vocab.rank_merges else ()
         self.pretok_kind = pretok_kind
         self.opt.char_level = char_level
         self.opt.byte_fallback = byte_fallback
@@ -133,17 +133,18 @@ cdef class CoreEncoder:
     def encode_piece(self, bytes piece):
         return self.encode_pieces((piece,))
 
-    def encode_to_array(self, bytes data):
-        """Like encode_ordinary, as a numpy uint32 array (no per-token Python objects)."""
+    def encode_to_buffer(self, bytes data):
+        """Like encode_ordinary, as a bytearray of native uint32 ids (numpy.frombuffer views it without
+        a copy), so no per-token Python objects are made."""
         cdef IdVec out
-        cdef cnp.ndarray arr
+        cdef bytearray buf
         out.data = NULL; out.size = 0; out.cap = 0
         try:
             self._encode_bytes(data, &out, True)
-            arr = np.empty(out.size, dtype=np.uint32)
+            buf = bytearray(out.size * sizeof(uint32_t))
             if out.size:
-                memcpy(cnp.PyArray_DATA(arr), out.data, out.size * sizeof(uint32_t))
-            return arr
+                memcpy(<char*>buf, out.data, out.size * sizeof(uint32_t))
+            return buf
         finally:
             idvec_free(&out)
 
@@ -155,10 +156,12 @@ cdef class CoreEncoder:
         cdef Vocab v = self.vocab
         cdef Py_ssize_t total = 0, pos = 0, tid, ln
         cdef list ids
-        if isinstance(tokens, np.ndarray):
+        if isinstance(tokens, list):
+            ids = tokens
+        elif hasattr(tokens, "tolist"):               # numpy arrays: plain ints, not numpy scalars
             ids = tokens.tolist()
         else:
-            ids = tokens if isinstance(tokens, list) else list(tokens)
+            ids = list(tokens)
         for t in ids:
             tid = t
             if tid < 0 or tid >= v.t.n_ids or v.t.kind[tid] == 0:

@@ -10,6 +10,8 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t
 from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memcpy, memcmp, memset
 
+import struct
+
 
 
 cdef uint64_t table_size(Py_ssize_t n):
@@ -39,13 +41,17 @@ cdef class Vocab:
         self.t.n_pairs = 0
 
     def __dealloc__(self):
+        if self._backing is not None:
+            return                                # the tables point into _backing, which owns the memory
         free(self.t.blob)
         free(self.t.offsets)
         free(self.t.kind)
         free(self.t.slots)
         free(self.t.pairs)
 
-    def __init__(self, list token_bytes, merges=None, dict special_bytes=None):
+    def __init__(self, list token_bytes=None, merges=None, dict special_bytes=None):
+        if token_bytes is None:
+            return                                # an empty shell for Vocab.from_bytes to fill
         cdef Py_ssize_t n_ids = len(token_bytes)
         cdef Py_ssize_t i, total = 0, n_ord = 0
         cdef object b
@@ -254,3 +260,104 @@ cdef class Vocab:
             else:
                 run = 0
         return (<double>total / hits if hits else 0.0, longest, hits, size)
+
+    # ---- the compiled form: the tables as one byte string, validated on the way back in ----
+    def to_bytes(self):
+        """The tables as bytes (native endianness), for the compiled vocabulary cache."""
+        cdef uint64_t n = self.t.n_ids
+        cdef uint64_t blob_len = self.t.offsets[n] if self.t.offsets != NULL else 0
+        cdef uint64_t slot_size = self.t.slot_mask + 1
+        cdef uint64_t pair_size = self.t.pair_mask + 1
+        header = struct.pack("<8Q", COMPILED_VERSION, n, blob_len, slot_size, pair_size, self.t.n_pairs,
+                             1 if self.rank_merges else 0, 0)
+        parts = [header,
+                 PyBytes_FromStringAndSize(<char*>self.t.offsets, (n + 1) * sizeof(uint64_t)),
+                 _pad8(PyBytes_FromStringAndSize(<char*>self.t.kind, n + 1)),
+                 _pad8(PyBytes_FromStringAndSize(<char*>self.t.blob, blob_len)),
+                 PyBytes_FromStringAndSize(<char*>self.t.slots, slot_size * sizeof(Slot)),
+                 PyBytes_FromStringAndSize(<char*>self.t.pairs, pair_size * sizeof(PairEntry)),
+                 PyBytes_FromStringAndSize(<char*>self.t.byte_id, 256 * sizeof(uint32_t)),
+                 PyBytes_FromStringAndSize(<char*>self.t.fallback_id, 256 * sizeof(uint32_t))]
+        return b"".join(parts)
+
+    @staticmethod
+    def from_bytes(bytes data, Py_ssize_t start=0):
+        """Tables from `to_bytes` output found at data[start:], without copying: the Vocab keeps `data`
+        (immutable) alive and points into it.  Every index the encoder will follow is checked, so a
+        truncated or tampered buffer raises ValueError instead of leading to an out-of-bounds read."""
+        if start < 0 or start > len(data) or start % 8:
+            raise ValueError("compiled vocabulary: bad start offset")
+        cdef const uint8_t* base = <const uint8_t*>PyBytes_AS_STRING(data) + start
+        cdef Py_ssize_t size = len(data) - start, pos = 64
+        cdef uint64_t version, n, blob_len, slot_size, pair_size, n_pairs, rank_merges, j, used
+        cdef Vocab v = Vocab()
+        if size < 64:
+            raise ValueError("compiled vocabulary: truncated header")
+        version, n, blob_len, slot_size, pair_size, n_pairs, rank_merges, _ = struct.unpack_from("<8Q", data, start)
+        if version != COMPILED_VERSION:
+            raise ValueError(f"compiled vocabulary: version {version}, expected {COMPILED_VERSION}")
+        if n >= 0xFFFFFFFF or blob_len > (1 << 40) or not _pow2(slot_size) or not _pow2(pair_size):
+            raise ValueError("compiled vocabulary: bad sizes")
+        need = (64 + (n + 1) * 8 + _up8(n + 1) + _up8(blob_len) + slot_size * sizeof(Slot)
+                + pair_size * sizeof(PairEntry) + 2 * 256 * 4)
+        if <uint64_t>size != need:
+            raise ValueError(f"compiled vocabulary: {size} bytes, expected {need}")
+        v.t.n_ids = n
+        v.t.n_pairs = n_pairs
+        v.rank_merges = rank_merges != 0
+        v._backing = data
+        # Sections start at multiples of 8 from an 8-aligned start (bytes data is 8-aligned), so the casts
+        # below are aligned; the size check above puts every section inside the buffer.
+        v.t.offsets = <uint64_t*>(base + pos); pos += (n + 1) * 8
+        v.t.kind = <uint8_t*>(base + pos); pos += _up8(n + 1)
+        v.t.blob = <uint8_t*>(base + pos); pos += _up8(blob_len)
+        v.t.slots = <Slot*>(base + pos); pos += slot_size * sizeof(Slot)
+        v.t.slot_mask = slot_size - 1
+        v.t.pairs = <PairEntry*>(base + pos); pos += pair_size * sizeof(PairEntry)
+        v.t.pair_mask = pair_size - 1
+        memcpy(v.t.byte_id, base + pos, 256 * 4); pos += 256 * 4
+        memcpy(v.t.fallback_id, base + pos, 256 * 4); pos += 256 * 4
+        # Validate: offsets monotone within the blob; every id in a table names an existing token.
+        if v.t.offsets[0] != 0 or v.t.offsets[n] != blob_len:
+            raise ValueError("compiled vocabulary: bad offsets")
+        for j in range(n):
+            if v.t.offsets[j + 1] < v.t.offsets[j] or v.t.kind[j] > 2:
+                raise ValueError("compiled vocabulary: bad token table")
+        used = 0
+        for j in range(slot_size):
+            if v.t.slots[j].id != NO_ID:
+                used += 1
+                if (v.t.slots[j].id >= n or v.t.kind[v.t.slots[j].id] != 1 or
+                        v.t.slots[j].len != v.t.offsets[v.t.slots[j].id + 1] - v.t.offsets[v.t.slots[j].id]):
+                    raise ValueError("compiled vocabulary: bad token slot")
+        if used >= slot_size:
+            raise ValueError("compiled vocabulary: token table has no free slot")
+        used = 0
+        for j in range(pair_size):
+            if v.t.pairs[j].key != 0xFFFFFFFFFFFFFFFFULL:
+                used += 1
+                if ((v.t.pairs[j].key >> 32) >= n or (v.t.pairs[j].key & 0xFFFFFFFFULL) >= n
+                        or v.t.pairs[j].new_id >= n or v.t.kind[v.t.pairs[j].new_id] != 1):
+                    raise ValueError("compiled vocabulary: bad merge entry")
+        if used >= pair_size or used != n_pairs:
+            raise ValueError("compiled vocabulary: bad merge table")
+        for j in range(256):
+            if (v.t.byte_id[j] != NO_ID and v.t.byte_id[j] >= n) or \
+                    (v.t.fallback_id[j] != NO_ID and v.t.fallback_id[j] >= n):
+                raise ValueError("compiled vocabulary: bad byte table")
+        return v
+
+
+cdef uint64_t COMPILED_VERSION = 1
+
+
+cdef bint _pow2(uint64_t x):
+    return x >= 16 and (x & (x - 1)) == 0
+
+
+cdef uint64_t _up8(uint64_t x):
+    return (x + 7) & ~(<uint64_t>7)
+
+
+def _pad8(bytes b):
+    return b + b"\0" * ((8 - len(b) % 8) % 8)

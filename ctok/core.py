@@ -12,8 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from typing import AbstractSet, Collection, Iterable, List, Literal, Optional, Sequence, Tuple, Union
 
-import numpy as np
-
 from ._encoder import CoreEncoder
 from .errors import DisallowedSpecialError, UnknownTokenError
 from .vocab import VocabSpec
@@ -41,7 +39,7 @@ def _check_text(text) -> None:
 class Encoding:
     """A loaded tokenizer.  Build one with `ctok.load(...)` or `ctok.get_encoding(name)`."""
 
-    def __init__(self, spec: VocabSpec, *, hf_pipeline=None, reload_args=None):
+    def __init__(self, spec: VocabSpec, *, hf_pipeline=None, reload_args=None, vocab=None):
         self.name = spec.name
         self._spec_extra = spec.extra
         self._reload_args = reload_args
@@ -58,9 +56,12 @@ class Encoding:
             kind, fallback, label = _pretokenizer_for(spec.pattern)
             self.pretokenizer = label
             self._split_fallback = fallback
-            self._core = CoreEncoder(
-                spec.token_bytes, spec.merges, pretok_kind=kind,
-                special_bytes={v: k.encode("utf-8") for k, v in spec.special_tokens.items()})
+            if vocab is not None:                     # native tables from the compiled cache
+                self._core = CoreEncoder(pretok_kind=kind, vocab=vocab)
+            else:
+                self._core = CoreEncoder(
+                    spec.token_bytes, spec.merges, pretok_kind=kind,
+                    special_bytes={v: k.encode("utf-8") for k, v in spec.special_tokens.items()})
         self._special_re_cache = {}
 
     # ---- introspection ----
@@ -212,8 +213,9 @@ class Encoding:
 
     def encode_batch_flat(self, texts: Sequence[str], *, num_threads: Optional[int] = None,
                           allowed_special: AllowedSpecial = frozenset(),
-                          disallowed_special: DisallowedSpecial = "all") -> Tuple[np.ndarray, np.ndarray]:
-        """All ids of `texts` in one uint32 array, and int64 offsets (len(texts)+1) where each text starts."""
+                          disallowed_special: DisallowedSpecial = "all"):
+        """All ids of `texts` in one numpy uint32 array, and int64 offsets (len(texts)+1) where each text starts."""
+        import numpy as np
         texts = list(texts)
         for t in texts:
             _check_text(t)
@@ -222,7 +224,8 @@ class Encoding:
         if plain:
             for t in texts:
                 self._policy(t, allowed_special, disallowed_special)
-            parts = self._map(lambda t: self._core.encode_to_array(_utf8(t)), texts, num_threads)
+            parts = self._map(lambda t: np.frombuffer(self._core.encode_to_buffer(_utf8(t)), dtype=np.uint32),
+                              texts, num_threads)
         else:
             parts = [np.asarray(ids, dtype=np.uint32) for ids in self.encode_batch(
                 texts, num_threads=num_threads, allowed_special=allowed_special,
