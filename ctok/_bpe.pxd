@@ -17,7 +17,7 @@ cdef struct BpeScratch:
     # Per-thread working memory, reused across pieces so the hot loop does not allocate.
     Py_ssize_t cap
     uint32_t* ids
-    uint32_t* ranks
+    uint64_t* keys          # keys[i]: (rank << 32) | merged id of the pair (ids[i], ids[i+1]), all ones if none
     int32_t* prev
     int32_t* next
     HeapEntry* heap

@@ -14,7 +14,7 @@ from ctok._vocab cimport Vocab, Tables, NO_ID, tables_lookup, tables_pair
 
 cdef enum:
     # Pieces with at most this many initial symbols use the linear scan.
-    LINEAR_MAX = 64
+    LINEAR_MAX = 32
 cdef uint32_t RANK_NONE = 0xFFFFFFFF
 
 
@@ -52,7 +52,7 @@ cdef void idvec_free(IdVec* v) noexcept nogil:
 cdef void scratch_init(BpeScratch* s) noexcept nogil:
     s.cap = 0
     s.ids = NULL
-    s.ranks = NULL
+    s.keys = NULL
     s.prev = NULL
     s.next = NULL
     s.heap = NULL
@@ -61,7 +61,7 @@ cdef void scratch_init(BpeScratch* s) noexcept nogil:
 
 cdef void scratch_free(BpeScratch* s) noexcept nogil:
     free(s.ids)
-    free(s.ranks)
+    free(s.keys)
     free(s.prev)
     free(s.next)
     free(s.heap)
@@ -81,10 +81,10 @@ cdef int scratch_reserve(BpeScratch* s, Py_ssize_t n) noexcept nogil:
     if p == NULL:
         return BPE_NOMEM
     s.ids = <uint32_t*>p
-    p = realloc(s.ranks, cap * sizeof(uint32_t))
+    p = realloc(s.keys, cap * sizeof(uint64_t))
     if p == NULL:
         return BPE_NOMEM
-    s.ranks = <uint32_t*>p
+    s.keys = <uint64_t*>p
     p = realloc(s.prev, cap * sizeof(int32_t))
     if p == NULL:
         return BPE_NOMEM
@@ -112,7 +112,7 @@ cdef inline Py_ssize_t utf8_len(uint8_t lead) noexcept nogil:
 
 
 cdef Py_ssize_t symbolize(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
-                          uint32_t* ids) noexcept nogil:
+                          uint32_t* ids, bint* bytewise) noexcept nogil:
     # Initial symbols of a piece, HF's rules: a unit (byte, or UTF-8 char when char_level) that is a
     # token becomes that token; else its <0xXX> byte tokens if byte_fallback and all exist; else unk
     # (consecutive unks fused when fuse_unk; a pending unk is flushed by the next known unit, not by
@@ -120,6 +120,17 @@ cdef Py_ssize_t symbolize(const Tables* vocab, const BpeOptions* opt, const uint
     cdef Py_ssize_t i = 0, m = 0, ulen, k
     cdef uint32_t tid
     cdef bint pending = False, ok
+    if not opt.char_level:
+        for i in range(n):
+            tid = vocab.byte_id[s[i]]
+            if tid == NO_ID:
+                break
+            ids[i] = tid
+        else:
+            bytewise[0] = True                  # every byte is a token: symbol i is s[i]'s token
+            return n
+        i = 0
+    bytewise[0] = False
     while i < n:
         if opt.char_level:
             ulen = utf8_len(s[i])
@@ -164,31 +175,50 @@ cdef inline uint32_t pair_rank(const Tables* vocab, uint32_t a, uint32_t b, uint
     return RANK_NONE
 
 
-cdef Py_ssize_t merge_linear(const Tables* vocab, uint32_t* ids, uint32_t* ranks, Py_ssize_t m) noexcept nogil:
+cdef inline uint64_t pair_key(const Tables* vocab, uint32_t a, uint32_t b) noexcept nogil:
+    # (rank << 32) | merged id, or all ones when (a, b) does not merge.  One rank always names one merged
+    # token, so comparing these keys orders pairs by rank, and equal keys mean the same merge.
+    cdef uint32_t rank, new_id
+    if tables_pair(vocab, a, b, &rank, &new_id):
+        return (<uint64_t>rank << 32) | new_id
+    return 0xFFFFFFFFFFFFFFFFULL
+
+
+cdef Py_ssize_t merge_linear(const Tables* vocab, BpeScratch* sc, Py_ssize_t m,
+                             const uint8_t* s) noexcept nogil:
+    # tiktoken's loop: find the lowest-ranked adjacent pair (leftmost on ties: strict <), merge it,
+    # re-rank its two neighbours.  keys[i] describes the pair (ids[i], ids[i+1]).  When `s` is given,
+    # symbol i is the byte token of s[i] and the first keys come from the direct byte-pair table.
+    cdef uint32_t* ids = sc.ids
+    cdef uint64_t* keys = sc.keys
     cdef Py_ssize_t i, best
-    cdef uint32_t r, best_rank, new_id
-    for i in range(m - 1):
-        ranks[i] = pair_rank(vocab, ids[i], ids[i + 1], &new_id)
-    while m > 1:
-        best_rank = RANK_NONE
-        best = -1
+    cdef uint64_t best_key
+    if s != NULL:
         for i in range(m - 1):
-            if ranks[i] < best_rank:
-                best_rank = ranks[i]
+            keys[i] = vocab.byte_pairs[(<uint32_t>s[i] << 8) | s[i + 1]]     # index < 65536
+    else:
+        for i in range(m - 1):
+            keys[i] = pair_key(vocab, ids[i], ids[i + 1])
+    while m > 1:
+        best_key = keys[0]
+        best = 0
+        for i in range(1, m - 1):
+            if keys[i] < best_key:
+                best_key = keys[i]
                 best = i
-        if best < 0:
+        if best_key == 0xFFFFFFFFFFFFFFFFULL:
             break
-        tables_pair(vocab, ids[best], ids[best + 1], &r, &new_id)
-        ids[best] = new_id
-        # Remove symbol best+1: shift the tails left by one (best + 1 < m).
-        memmove(ids + best + 1, ids + best + 2, (m - best - 2) * sizeof(uint32_t))
-        if m - best - 3 > 0:
-            memmove(ranks + best + 1, ranks + best + 2, (m - best - 3) * sizeof(uint32_t))
+        ids[best] = <uint32_t>best_key
+        # Remove symbol best+1 and the key of pair (best+1, best+2): shift the tails left by one.
+        for i in range(best + 1, m - 1):
+            ids[i] = ids[i + 1]
+        for i in range(best + 1, m - 2):
+            keys[i] = keys[i + 1]
         m -= 1
         if best > 0:
-            ranks[best - 1] = pair_rank(vocab, ids[best - 1], ids[best], &new_id)
+            keys[best - 1] = pair_key(vocab, ids[best - 1], ids[best])
         if best < m - 1:
-            ranks[best] = pair_rank(vocab, ids[best], ids[best + 1], &new_id)
+            keys[best] = pair_key(vocab, ids[best], ids[best + 1])
     return m
 
 
@@ -244,7 +274,8 @@ cdef int heap_reserve(BpeScratch* sc, Py_ssize_t n) noexcept nogil:
     return BPE_OK
 
 
-cdef Py_ssize_t merge_heap(const Tables* vocab, BpeScratch* sc, Py_ssize_t m) noexcept nogil:
+cdef Py_ssize_t merge_heap(const Tables* vocab, BpeScratch* sc, Py_ssize_t m,
+                           const uint8_t* s) noexcept nogil:
     # Doubly linked symbols (prev/next indices, -1 at the ends); heap entries keyed (rank, left position).
     # An entry is stale once either symbol changed; a symbol's id only changes by merging, and merged
     # tokens are strictly longer, so "same ids at the same positions" proves the pair is still there.
@@ -262,7 +293,10 @@ cdef Py_ssize_t merge_heap(const Tables* vocab, BpeScratch* sc, Py_ssize_t m) no
         prv[i] = <int32_t>(i - 1)
         nxt[i] = <int32_t>(i + 1) if i + 1 < m else -1
     for i in range(m - 1):
-        rank = pair_rank(vocab, ids[i], ids[i + 1], &new_id)
+        if s != NULL:
+            rank = <uint32_t>(vocab.byte_pairs[(<uint32_t>s[i] << 8) | s[i + 1]] >> 32)   # index < 65536
+        else:
+            rank = pair_rank(vocab, ids[i], ids[i + 1], &new_id)
         if rank != RANK_NONE:
             e.key = (<uint64_t>rank << 32) | <uint64_t>i
             e.left = ids[i]
@@ -317,13 +351,14 @@ cdef int bpe_encode_piece(const Tables* vocab, const BpeOptions* opt, const uint
             return idvec_push(out, tid)
     if scratch_reserve(scratch, n + 1) != BPE_OK:
         return BPE_NOMEM
-    m = symbolize(vocab, opt, s, n, scratch.ids)
+    cdef bint bytewise
+    m = symbolize(vocab, opt, s, n, scratch.ids, &bytewise)
     if m > LINEAR_MAX:
-        m = merge_heap(vocab, scratch, m)
+        m = merge_heap(vocab, scratch, m, s if bytewise else NULL)
         if m < 0:
             return BPE_NOMEM
     elif m > 1:
-        m = merge_linear(vocab, scratch.ids, scratch.ranks, m)
+        m = merge_linear(vocab, scratch, m, s if bytewise else NULL)
     if idvec_reserve(out, m) != BPE_OK:
         return BPE_NOMEM
     for i in range(m):
@@ -340,6 +375,8 @@ def _merge_for_test(Vocab py_vocab, bytes piece, bint heap, bint char_level=Fals
     cdef BpeScratch sc
     cdef IdVec out
     cdef Py_ssize_t m, i
+    cdef bint bytewise
+    cdef const uint8_t* sp
     opt.char_level = char_level
     opt.byte_fallback = byte_fallback
     opt.unk_id = NO_ID if unk_id < 0 else <uint32_t>unk_id
@@ -352,13 +389,14 @@ def _merge_for_test(Vocab py_vocab, bytes piece, bint heap, bint char_level=Fals
             return [tables_lookup(vocab, <const uint8_t*><char*>piece, len(piece))]
         if scratch_reserve(&sc, len(piece) + 1) != BPE_OK:
             raise MemoryError()
-        m = symbolize(vocab, &opt, <const uint8_t*><char*>piece, len(piece), sc.ids)
+        m = symbolize(vocab, &opt, <const uint8_t*><char*>piece, len(piece), sc.ids, &bytewise)
+        sp = <const uint8_t*><char*>piece if bytewise else NULL
         if heap:
-            m = merge_heap(vocab, &sc, m) if m > 0 else 0
+            m = merge_heap(vocab, &sc, m, sp) if m > 0 else 0
             if m < 0:
                 raise MemoryError()
         elif m > 1:
-            m = merge_linear(vocab, sc.ids, sc.ranks, m)
+            m = merge_linear(vocab, &sc, m, sp)
         return [sc.ids[i] for i in range(m)]
     finally:
         scratch_free(&sc)

@@ -10,7 +10,7 @@ from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.long cimport PyLong_FromUnsignedLong
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
-from libc.stdlib cimport malloc, realloc, free
+from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcpy
 
 from ctok._vocab cimport Vocab, NO_ID
@@ -21,15 +21,12 @@ from ctok._pretok cimport next_piece_end, PRETOK_WHOLE
 from ctok.errors import UnknownTokenError
 
 
-cdef inline list idvec_to_list(IdVec* v):
-    cdef list out = PyList_New(v.size)
-    cdef Py_ssize_t i
-    cdef object o
-    for i in range(v.size):
-        o = PyLong_FromUnsignedLong(v.data[i])
-        Py_INCREF(o)                              # PyList_SET_ITEM steals a reference
-        PyList_SET_ITEM(out, i, o)
-    return out
+cdef extern from "Python.h":
+    ctypedef struct PyObject
+    PyObject* PyLong_FromUnsignedLong_ptr "PyLong_FromUnsignedLong"(unsigned long v) except NULL
+    void Py_INCREF_ptr "Py_INCREF"(PyObject* o)
+    void Py_DECREF_ptr "Py_DECREF"(PyObject* o)
+    void PyList_SET_ITEM_ptr "PyList_SET_ITEM"(object lst, Py_ssize_t i, PyObject* o)
 
 
 cdef class CoreEncoder:
@@ -43,6 +40,42 @@ cdef class CoreEncoder:
     cdef readonly Vocab vocab
     cdef BpeOptions opt
     cdef readonly int pretok_kind
+    # One Python int per token id, made on first use and kept: building the result list then costs an
+    # INCREF per token instead of an allocation.  Filled and read only with the GIL held.
+    cdef PyObject** int_cache
+    cdef Py_ssize_t int_cache_size
+
+    def __cinit__(self):
+        self.int_cache = NULL
+        self.int_cache_size = 0
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        if self.int_cache != NULL:
+            for i in range(self.int_cache_size):
+                if self.int_cache[i] != NULL:
+                    Py_DECREF_ptr(self.int_cache[i])
+            free(self.int_cache)
+
+    cdef list ids_to_list(self, IdVec* v):
+        cdef list out = PyList_New(v.size)
+        cdef Py_ssize_t i
+        cdef uint32_t tid
+        cdef PyObject* o
+        if self.int_cache == NULL:
+            self.int_cache = <PyObject**>calloc(self.vocab.t.n_ids, sizeof(PyObject*))
+            if self.int_cache == NULL:
+                raise MemoryError()
+            self.int_cache_size = self.vocab.t.n_ids
+        for i in range(v.size):
+            tid = v.data[i]                       # every id the encoder emits is < n_ids
+            o = self.int_cache[tid]
+            if o == NULL:
+                o = PyLong_FromUnsignedLong_ptr(tid)
+                self.int_cache[tid] = o           # the cache keeps this reference
+            Py_INCREF_ptr(o)                      # and the list gets its own (SET_ITEM steals it)
+            PyList_SET_ITEM_ptr(out, i, o)
+        return out
 
     def __init__(self, list token_bytes=None, merges=None, *, dict special_bytes=None, int pretok_kind=0,
                  bint char_level=False, bint byte_fallback=False, Py_ssize_t unk_id=-1,
@@ -105,7 +138,7 @@ cdef class CoreEncoder:
         out.data = NULL; out.size = 0; out.cap = 0
         try:
             self._encode_bytes(data, &out, True)
-            return idvec_to_list(&out)
+            return self.ids_to_list(&out)
         finally:
             idvec_free(&out)
 
@@ -126,7 +159,7 @@ cdef class CoreEncoder:
         try:
             for p in pieces:
                 self._encode_bytes(p, &out, False)
-            return idvec_to_list(&out)
+            return self.ids_to_list(&out)
         finally:
             idvec_free(&out)
 

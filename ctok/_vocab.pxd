@@ -1,6 +1,6 @@
 # Contract of the native vocabulary tables (see _vocab.pyx for the why).
 # The lookups are inline here so that the BPE loop in other modules calls no function through a pointer.
-from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int32_t
 from libc.string cimport memcpy, memcmp
 
 cdef enum:
@@ -31,12 +31,31 @@ cdef struct Tables:
     Py_ssize_t n_pairs
     uint32_t byte_id[256]       # id of each single byte as a token, NO_ID if it is not one
     uint32_t fallback_id[256]   # id of each <0xXX> byte-fallback token, NO_ID if absent
+    # The merge of every pair of single-byte tokens, indexed (first byte << 8) | second byte:
+    # (rank << 32) | merged id, or all ones.  Every BPE starts with these; a direct table keeps them in cache.
+    uint64_t* byte_pairs
 
 
 cdef inline uint64_t load_head(const uint8_t* s, Py_ssize_t n) noexcept nogil:
-    cdef uint64_t w = 0
-    memcpy(&w, s, n if n < 8 else 8)      # at most n bytes of s[0:n]
-    return w
+    # Bytes 0..min(n,8)-1 of s, zero padded, read with fixed-size loads only (a variable-length memcpy
+    # into a stack word stalls the load that follows it).  Overlapping loads stay inside s[0:n].
+    cdef uint64_t a = 0, b = 0
+    cdef uint32_t a4 = 0, b4 = 0
+    cdef uint16_t a2 = 0, b2 = 0
+    if n >= 8:
+        memcpy(&a, s, 8)
+        return a
+    if n >= 4:
+        memcpy(&a4, s, 4)
+        memcpy(&b4, s + n - 4, 4)
+        return <uint64_t>a4 | (<uint64_t>b4 << (8 * (n - 4)))
+    if n >= 2:
+        memcpy(&a2, s, 2)
+        memcpy(&b2, s + n - 2, 2)
+        return <uint64_t>a2 | (<uint64_t>b2 << (8 * (n - 2)))
+    if n == 1:
+        return s[0]
+    return 0
 
 
 cdef inline uint64_t mix64(uint64_t h) noexcept nogil:
@@ -107,3 +126,4 @@ cdef class Vocab:
     cdef void _derive_pairs(self) except *
     cdef void _grow_pairs(self) except *
     cdef void _load_pairs(self, merges) except *
+    cdef void _build_byte_pairs(self) except *

@@ -37,12 +37,14 @@ cdef class Vocab:
         self.t.kind = NULL
         self.t.slots = NULL
         self.t.pairs = NULL
+        self.t.byte_pairs = NULL
         self.t.n_ids = 0
         self.t.n_pairs = 0
 
     def __dealloc__(self):
+        free(self.t.byte_pairs)                   # always our own allocation
         if self._backing is not None:
-            return                                # the tables point into _backing, which owns the memory
+            return                                # the other tables point into _backing, which owns them
         free(self.t.blob)
         free(self.t.offsets)
         free(self.t.kind)
@@ -106,6 +108,22 @@ cdef class Vocab:
             self._derive_pairs()
         else:
             self._load_pairs(merges)
+        self._build_byte_pairs()
+
+    cdef void _build_byte_pairs(self) except *:
+        cdef int a, b
+        cdef uint32_t rank, new_id
+        if self.t.byte_pairs == NULL:
+            self.t.byte_pairs = <uint64_t*>malloc(65536 * sizeof(uint64_t))
+            if self.t.byte_pairs == NULL:
+                raise MemoryError()
+        for a in range(256):
+            for b in range(256):
+                if (self.t.byte_id[a] != NO_ID and self.t.byte_id[b] != NO_ID and
+                        tables_pair(&self.t, self.t.byte_id[a], self.t.byte_id[b], &rank, &new_id)):
+                    self.t.byte_pairs[(a << 8) | b] = (<uint64_t>rank << 32) | new_id
+                else:
+                    self.t.byte_pairs[(a << 8) | b] = 0xFFFFFFFFFFFFFFFFULL
 
     cdef void _build_slots(self, Py_ssize_t n_ord) except *:
         cdef uint64_t size = table_size(n_ord)
@@ -345,6 +363,7 @@ cdef class Vocab:
             if (v.t.byte_id[j] != NO_ID and v.t.byte_id[j] >= n) or \
                     (v.t.fallback_id[j] != NO_ID and v.t.fallback_id[j] >= n):
                 raise ValueError("compiled vocabulary: bad byte table")
+        v._build_byte_pairs()                    # derived, so rebuilt from the checked tables, not stored
         return v
 
 
