@@ -151,6 +151,79 @@ cdef class CoreEncoder:
         finally:
             idvec_free(&out)
 
+    cdef int _encode_many(self, list datas, IdVec* out, int64_t* ends) except -1:
+        # Encode every bytes object of `datas` into `out`, ends[i] = out.size after text i, with the GIL
+        # released for the whole loop (the list and its items stay alive: the caller holds `datas`).
+        cdef Py_ssize_t i, n = len(datas)
+        cdef const uint8_t** ptrs = <const uint8_t**>malloc((n + 1) * sizeof(uint8_t*))
+        cdef Py_ssize_t* lens = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
+        cdef BpeScratch sc
+        cdef int rc = BPE_OK
+        cdef object d
+        if ptrs == NULL or lens == NULL:
+            free(ptrs); free(lens)
+            raise MemoryError()
+        try:
+            for i in range(n):
+                d = datas[i]
+                if not isinstance(d, bytes):
+                    raise TypeError(f"item {i}: expected bytes")
+                ptrs[i] = <const uint8_t*>PyBytes_AS_STRING(d)
+                lens[i] = PyBytes_GET_SIZE(d)
+            scratch_init(&sc)
+            with nogil:
+                for i in range(n):
+                    rc = self.encode_into(ptrs[i], lens[i], out, &sc)
+                    if rc != BPE_OK:
+                        break
+                    ends[i] = out.size
+                scratch_free(&sc)
+            if rc != BPE_OK:
+                raise MemoryError()
+        finally:
+            free(ptrs)
+            free(lens)
+        return 0
+
+    def encode_many(self, list datas):
+        """[encode_ordinary(d) for d in datas], with one GIL release for the whole list."""
+        cdef IdVec out
+        cdef Py_ssize_t n = len(datas), i, start = 0
+        cdef int64_t* ends = <int64_t*>malloc((n + 1) * sizeof(int64_t))
+        cdef IdVec view
+        cdef list result = []
+        if ends == NULL:
+            raise MemoryError()
+        out.data = NULL; out.size = 0; out.cap = 0
+        try:
+            self._encode_many(datas, &out, ends)
+            for i in range(n):
+                view.data = out.data + start
+                view.size = ends[i] - start
+                result.append(self.ids_to_list(&view))
+                start = ends[i]
+            return result
+        finally:
+            free(ends)
+            idvec_free(&out)
+
+    def encode_many_flat(self, list datas):
+        """(bytearray of native uint32 ids, bytearray of native int64 ends) for all of `datas`: ends[i]
+        is where text i's ids stop.  numpy.frombuffer views both without copying."""
+        cdef IdVec out
+        cdef Py_ssize_t n = len(datas)
+        cdef bytearray ends = bytearray(n * sizeof(int64_t))
+        cdef bytearray ids
+        out.data = NULL; out.size = 0; out.cap = 0
+        try:
+            self._encode_many(datas, &out, <int64_t*><char*>ends)
+            ids = bytearray(out.size * sizeof(uint32_t))
+            if out.size:
+                memcpy(<char*>ids, out.data, out.size * sizeof(uint32_t))
+            return ids, ends
+        finally:
+            idvec_free(&out)
+
     def encode_pieces(self, pieces):
         """Token ids of each piece in `pieces` (bytes), BPE-merged as given, concatenated."""
         cdef IdVec out

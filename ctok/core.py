@@ -8,6 +8,7 @@ from __future__ import annotations
 import codecs
 import os
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from typing import AbstractSet, Collection, Iterable, List, Literal, Optional, Sequence, Tuple, Union
@@ -193,48 +194,100 @@ class Encoding:
         return tid
 
     # ---- batches ----
+    def _native_plain(self) -> bool:
+        """True when ordinary text goes to the native encoder in one call (no Python-level splitting)."""
+        return self._hf is None and self._split_fallback is None
+
     def _map(self, fn, items: Sequence, num_threads: Optional[int]):
-        n = num_threads if num_threads is not None else (os.cpu_count() or 1)
+        n = _thread_count(num_threads)
         if n <= 1 or len(items) < MIN_PARALLEL_BATCH:
             return [fn(x) for x in items]
-        with ThreadPoolExecutor(max_workers=n) as pool:
-            return list(pool.map(fn, items, chunksize=max(1, len(items) // (4 * n))))
+        return list(_pool().map(fn, items, chunksize=max(1, len(items) // (4 * n))))
+
+    def _chunks(self, datas: list, num_threads: Optional[int]):
+        """Split `datas` into contiguous chunks, one or more per thread, by total bytes."""
+        n = _thread_count(num_threads)
+        if n <= 1 or len(datas) < 2:
+            return [datas]
+        total = sum(len(d) for d in datas) or 1
+        target = total / (2 * n)
+        chunks, cur, size = [], [], 0
+        for d in datas:
+            cur.append(d)
+            size += len(d)
+            if size >= target:
+                chunks.append(cur)
+                cur, size = [], 0
+        if cur:
+            chunks.append(cur)
+        return chunks
 
     def encode_ordinary_batch(self, texts: Sequence[str], *, num_threads: Optional[int] = None) -> List[List[int]]:
-        return self._map(self.encode_ordinary, list(texts), num_threads)
+        """[encode_ordinary(t) for t in texts], encoded on `num_threads` threads (None: all cores)."""
+        texts = list(texts)
+        for t in texts:
+            _check_text(t)
+        if not self._native_plain():
+            return self._map(self._encode_plain, texts, num_threads)
+        chunks = self._chunks([_utf8(t) for t in texts], num_threads)
+        if len(chunks) == 1:
+            return self._core.encode_many(chunks[0])
+        out: List[List[int]] = []
+        for part in _pool().map(self._core.encode_many, chunks):
+            out += part
+        return out
 
     def encode_batch(self, texts: Sequence[str], *, num_threads: Optional[int] = None,
                      allowed_special: AllowedSpecial = frozenset(), disallowed_special: DisallowedSpecial = "all",
                      add_special_tokens: bool = False) -> List[List[int]]:
+        """[encode(t, ...) for t in texts], encoded on `num_threads` threads (None: all cores)."""
+        texts = list(texts)
+        for t in texts:
+            _check_text(t)
+        if self._native_plain() and not add_special_tokens and not allowed_special:
+            for t in texts:
+                self._policy(t, allowed_special, disallowed_special)
+            return self.encode_ordinary_batch(texts, num_threads=num_threads)
+
         def one(t):
             return self.encode(t, allowed_special=allowed_special, disallowed_special=disallowed_special,
                                add_special_tokens=add_special_tokens)
-        return self._map(one, list(texts), num_threads)
+        return self._map(one, texts, num_threads)
 
     def encode_batch_flat(self, texts: Sequence[str], *, num_threads: Optional[int] = None,
                           allowed_special: AllowedSpecial = frozenset(),
                           disallowed_special: DisallowedSpecial = "all"):
-        """All ids of `texts` in one numpy uint32 array, and int64 offsets (len(texts)+1) where each text starts."""
+        """All ids of `texts` in one numpy uint32 array, and int64 offsets (len(texts)+1): the ids of
+        texts[i] are ids[offsets[i]:offsets[i+1]].  No per-token Python objects are made."""
         import numpy as np
         texts = list(texts)
         for t in texts:
             _check_text(t)
-        plain = (self._hf is None and self._split_fallback is None and allowed_special != "all"
-                 and not allowed_special)
-        if plain:
+        offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+        if self._native_plain() and not allowed_special:
             for t in texts:
                 self._policy(t, allowed_special, disallowed_special)
-            parts = self._map(lambda t: np.frombuffer(self._core.encode_to_buffer(_utf8(t)), dtype=np.uint32),
-                              texts, num_threads)
+            chunks = self._chunks([_utf8(t) for t in texts], num_threads)
+            results = (list(_pool().map(self._core.encode_many_flat, chunks)) if len(chunks) > 1
+                       else [self._core.encode_many_flat(chunks[0])])
+            parts, pos, base = [], 1, 0
+            for ids_buf, ends_buf in results:
+                ends = np.frombuffer(ends_buf, dtype=np.int64)
+                offsets[pos:pos + len(ends)] = ends + base
+                pos += len(ends)
+                ids = np.frombuffer(ids_buf, dtype=np.uint32)
+                base += len(ids)
+                parts.append(ids)
         else:
-            parts = [np.asarray(ids, dtype=np.uint32) for ids in self.encode_batch(
-                texts, num_threads=num_threads, allowed_special=allowed_special,
-                disallowed_special=disallowed_special)]
-        offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-        if parts:
-            np.cumsum([len(p) for p in parts], out=offsets[1:])
-        ids = np.concatenate(parts).astype(np.uint32, copy=False) if parts else np.zeros(0, dtype=np.uint32)
-        return ids, offsets
+            lists = self.encode_batch(texts, num_threads=num_threads, allowed_special=allowed_special,
+                                      disallowed_special=disallowed_special)
+            parts = [np.asarray(x, dtype=np.uint32) for x in lists]
+            if parts:
+                np.cumsum([len(p) for p in parts], out=offsets[1:])
+        ids = np.concatenate(parts) if len(parts) > 1 else (parts[0] if parts else np.zeros(0, np.uint32))
+        if not ids.flags.writeable:
+            ids = ids.copy()
+        return ids.astype(np.uint32, copy=False), offsets
 
     # ---- decoding ----
     def decode_bytes(self, tokens: Sequence[int]) -> bytes:
@@ -328,6 +381,29 @@ class _WindowStreamDecoder:
         new = text[len(self._prefix):] if text.startswith(self._prefix) else ""
         self._prefix = text
         return new
+
+
+_pool_lock = threading.Lock()
+_the_pool: Optional[ThreadPoolExecutor] = None
+
+
+def _thread_count(num_threads: Optional[int]) -> int:
+    if num_threads is None:
+        return os.cpu_count() or 1
+    if num_threads < 1:
+        raise ValueError(f"num_threads must be >= 1 or None, not {num_threads}")
+    return num_threads
+
+
+def _pool() -> ThreadPoolExecutor:
+    """One process-wide pool of worker threads (the work releases the GIL).  Tasks submitted from inside a
+    worker never wait on other tasks, so nested batch calls cannot deadlock."""
+    global _the_pool
+    with _pool_lock:
+        if _the_pool is None:
+            _the_pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1),
+                                           thread_name_prefix="ctok")
+        return _the_pool
 
 
 def _pretokenizer_for(pattern: Optional[str]):
