@@ -1,0 +1,445 @@
+"""Regex-free pretokenizer: split UTF-8 text into the pieces a known split pattern would produce.
+
+Contract (see _pretok.pxd): ``next_piece_end(kind, s, n, pos)`` returns the end of the piece that starts at byte
+``pos`` of the segment ``s[0:n]`` (0 <= pos < n, pos < end <= n); pieces are produced by calling it again at the
+returned end, starting at 0.  The segment end is the regex ``$`` / end of text.
+
+Reference: each scanner gives exactly the match spans of a leftmost-first backtracking regex search of its pattern,
+as run by tiktoken 0.14.0 (Rust regex / fancy-regex, Unicode 16) for tiktoken files and by tokenizers 0.23.3
+(Oniguruma, Unicode 16) ``Split(pattern, "isolated")`` / ``ByteLevel(use_regex=True)`` for HF files.  The patterns
+themselves are in ctok/patterns.py.  Character classes come from ctok/_unicode_tables.h (Unicode 16.0.0).
+tests/test_pretok.py checks every code point and the shared corpus against both references.
+
+Invalid UTF-8 never reads out of bounds: a bad byte is a one-byte character with no class (like punctuation).
+"""
+from libc.stdint cimport uint16_t, uint32_t
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+
+UNICODE_VERSION = CTOK_UNICODE_VERSION.decode("ascii")
+
+KINDS = {
+    "PRETOK_WHOLE": PRETOK_WHOLE,
+    "PRETOK_GPT2": PRETOK_GPT2,
+    "PRETOK_CL100K": PRETOK_CL100K,
+    "PRETOK_O200K": PRETOK_O200K,
+    "PRETOK_LLAMA3": PRETOK_LLAMA3,
+    "PRETOK_QWEN": PRETOK_QWEN,
+    "PRETOK_KIMI": PRETOK_KIMI,
+    "PRETOK_TEKKEN": PRETOK_TEKKEN,
+    "PRETOK_DEEPSEEK": PRETOK_DEEPSEEK,
+}
+globals().update(KINDS)
+
+# [^\s\p{L}\p{N}] is "no flag among these"
+cdef enum:
+    LWSN = CT_L | CT_WS | CT_N
+
+
+cdef inline Py_ssize_t run_of(const unsigned char* s, Py_ssize_t n, Py_ssize_t i,
+                              uint16_t mask, uint16_t val) noexcept nogil:
+    """First index >= i whose character c does not satisfy (flags(c) & mask) == val (or n)."""
+    cdef uint16_t f
+    cdef Py_ssize_t k
+    while i < n:
+        if s[i] < 0x80:  # i < n
+            if (ctok_ascii_flags[s[i]] & mask) != val:  # s[i] < 128
+                break
+            i += 1
+        else:
+            k = ctok_char(s, n, i, &f)  # i < n
+            if (f & mask) != val:
+                break
+            i += k
+    return i
+
+
+cdef inline Py_ssize_t run_crlf(const unsigned char* s, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
+    """[\\r\\n]*"""
+    while i < n and (s[i] == 13 or s[i] == 10):  # i < n checked first
+        i += 1
+    return i
+
+
+cdef inline Py_ssize_t run_crlf_slash(const unsigned char* s, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
+    """[\\r\\n/]*"""
+    while i < n and (s[i] == 13 or s[i] == 10 or s[i] == 47):  # i < n checked first
+        i += 1
+    return i
+
+
+cdef inline Py_ssize_t run_digits(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, int most) noexcept nogil:
+    """\\p{N}{1,most}, the character at i being \\p{N}."""
+    cdef uint16_t f
+    cdef Py_ssize_t k
+    cdef int count = 0
+    while i < n and count < most:
+        k = ctok_char(s, n, i, &f)  # i < n
+        if not (f & CT_N):
+            break
+        i += k
+        count += 1
+    return i
+
+
+cdef enum:
+    WS_GPT2 = 0     # \s++$ | \s+(?!\S) | \s
+    WS_CL100K = 1   # \s++$ | \s*[\r\n] | \s+(?!\S) | \s
+    WS_LLAMA = 2    # \s*[\r\n]+ | \s+(?!\S) | \s+
+
+
+cdef inline Py_ssize_t ws_tail(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, int mode,
+                               uint16_t grpmask, uint16_t grp) noexcept nogil:
+    """The whitespace alternatives at pos (a White_Space character).  If grpmask != 0, a character c with
+    (flags(c) & grpmask) != grp counts as the end of the text (DeepSeek's nested splits)."""
+    cdef uint16_t f
+    cdef Py_ssize_t k
+    cdef Py_ssize_t i = pos
+    cdef Py_ssize_t last = pos      # start of the last character of the run
+    cdef Py_ssize_t lastnl = -1     # index of the last \r or \n in the run
+    cdef bint at_end = True
+    while i < n:
+        if s[i] < 0x80:  # i < n
+            f = ctok_ascii_flags[s[i]]  # s[i] < 128
+            k = 1
+        else:
+            k = ctok_char(s, n, i, &f)  # i < n
+        if not (f & CT_WS):
+            at_end = grpmask != 0 and (f & grpmask) != grp
+            break
+        if f & CT_CRLF:
+            lastnl = i
+        last = i
+        i += k
+    # i = end of the run; at_end: nothing (of this sub-segment) follows
+    if mode == WS_LLAMA:
+        if lastnl >= 0:
+            return lastnl + 1
+        if at_end:
+            return i
+    else:
+        if at_end:
+            return i
+        if mode == WS_CL100K and lastnl >= 0:
+            return lastnl + 1
+    if last > pos:   # \s+(?!\S): all but the last character
+        return last
+    return i         # one whitespace character: \s or \s+
+
+
+cdef inline Py_ssize_t contraction(const unsigned char* s, Py_ssize_t n, Py_ssize_t e, bint icase) noexcept nogil:
+    """'s|'t|'re|'ve|'m|'ll|'d at e (case-insensitively if icase, where U+017F LONG S matches s as in both
+    reference engines' simple case folding); returns the end or e."""
+    cdef unsigned char c, d
+    if e + 1 >= n or s[e] != 39:  # e + 1 < n before reading s[e], s[e + 1]
+        return e
+    c = s[e + 1]
+    if icase:
+        if c == 0xC5 and e + 2 < n and s[e + 2] == 0xBF:  # U+017F; e + 2 < n checked
+            return e + 3
+        if c < 0x80:
+            c = c | 0x20  # only 'A'..'Z' map onto 'a'..'z' among the letters compared below
+    if c == 115 or c == 116 or c == 109 or c == 100:  # s t m d
+        return e + 2
+    if e + 2 >= n:
+        return e
+    d = s[e + 2]  # e + 2 < n checked
+    if icase and d < 0x80:
+        d = d | 0x20
+    if (c == 114 and d == 101) or (c == 118 and d == 101) or (c == 108 and d == 108):  # re ve ll
+        return e + 3
+    return e
+
+
+# ---------------------------------------------------------------- r50k / p50k / GPT-2 ByteLevel
+cdef Py_ssize_t scan_gpt2(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
+    # '(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s
+    cdef uint16_t f, f2
+    cdef Py_ssize_t k, k2, e, p = pos
+    if s[pos] == 39:  # pos < n
+        e = contraction(s, n, pos, False)
+        if e > pos:
+            return e
+    k = ctok_char(s, n, pos, &f)
+    if s[pos] == 32 and pos + 1 < n:
+        k2 = ctok_char(s, n, pos + 1, &f2)  # pos + 1 < n
+        if not (f2 & CT_WS):
+            p = pos + 1
+            k = k2
+            f = f2
+    if f & CT_L:
+        return run_of(s, n, p + k, CT_L, CT_L)
+    if f & CT_N:
+        return run_of(s, n, p + k, CT_N, CT_N)
+    if not (f & CT_WS):
+        return run_of(s, n, p + k, LWSN, 0)
+    return ws_tail(s, n, pos, WS_GPT2, 0, 0)
+
+
+# ---------------------------------------------------------------- cl100k, Llama 3, Qwen
+cdef Py_ssize_t scan_cl100k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, int kind) noexcept nogil:
+    # cl100k: '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s
+    # llama3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+    # qwen: llama3 with \p{N}.  The optional prefix class excludes \p{L}, so ?+ and ? behave alike.
+    cdef uint16_t f, f2
+    cdef Py_ssize_t k, k2, e, p = pos
+    if s[pos] == 39:  # pos < n
+        e = contraction(s, n, pos, True)
+        if e > pos:
+            return e
+    k = ctok_char(s, n, pos, &f)
+    if f & CT_L:
+        return run_of(s, n, pos + k, CT_L, CT_L)
+    if f & CT_N:
+        return run_digits(s, n, pos, 1 if kind == PRETOK_QWEN else 3)
+    if pos + k < n:
+        k2 = ctok_char(s, n, pos + k, &f2)  # pos + k < n
+        if (f2 & CT_L) and not (f & CT_CRLF):
+            return run_of(s, n, pos + k + k2, CT_L, CT_L)
+        if s[pos] == 32 and not (f2 & LWSN):
+            return run_crlf(s, n, run_of(s, n, pos + 1 + k2, LWSN, 0))
+    if not (f & LWSN):
+        return run_crlf(s, n, run_of(s, n, pos + k, LWSN, 0))
+    return ws_tail(s, n, pos, WS_CL100K if kind == PRETOK_CL100K else WS_LLAMA, 0, 0)
+
+
+# ---------------------------------------------------------------- o200k, Llama 4, Tekken, Kimi
+cdef inline Py_ssize_t o200k_alt1(const unsigned char* s, Py_ssize_t n, Py_ssize_t q,
+                                  uint16_t upmask, uint16_t lomask) noexcept nogil:
+    """UP* LO+ anchored at q (leftmost-first backtracking result), or -1.  UP = (flags & upmask) == CT_UP."""
+    cdef uint16_t f = 0
+    cdef Py_ssize_t k, i = q, lastlo = -1, lastlo_end = -1
+    while i < n:
+        k = ctok_char(s, n, i, &f)  # i < n
+        if (f & upmask) != CT_UP:
+            break
+        if (f & lomask) == CT_LO:
+            lastlo = i
+            lastlo_end = i + k
+        i += k
+    if i < n and (f & lomask) == CT_LO:  # f is the flags of the character at i
+        return run_of(s, n, i, lomask, CT_LO)
+    if lastlo >= 0:
+        return lastlo_end
+    return -1
+
+
+cdef inline Py_ssize_t o200k_alt2(const unsigned char* s, Py_ssize_t n, Py_ssize_t q,
+                                  uint16_t upmask, uint16_t lomask) noexcept nogil:
+    """UP+ LO* anchored at q, or -1."""
+    cdef Py_ssize_t i = run_of(s, n, q, upmask, CT_UP)
+    if i == q:
+        return -1
+    return run_of(s, n, i, lomask, CT_LO)
+
+
+cdef Py_ssize_t scan_o200k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, int kind) noexcept nogil:
+    # o200k: [^\r\n\p{L}\p{N}]?[UP]*[LO]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[UP]+[LO]*(?i:...)?
+    #        |\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+    #   UP = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], LO = [\p{Ll}\p{Lm}\p{Lo}\p{M}]
+    # tekken: no contractions, \p{N}.  kimi: [\p{Han}]+ first, UP and LO && [^\p{Han}], [\r\n]* after punctuation.
+    cdef uint16_t f, upmask = CT_UP, lomask = CT_LO
+    cdef Py_ssize_t k, e, q, p = pos
+    cdef bint prefix
+    k = ctok_char(s, n, pos, &f)  # pos < n
+    if kind == PRETOK_KIMI:
+        if f & CT_HAN:
+            return run_of(s, n, pos + k, CT_HAN, CT_HAN)
+        upmask = CT_UP | CT_HAN
+        lomask = CT_LO | CT_HAN
+    # letters; X = [^\r\n\p{L}\p{N}] may be taken as a one-character prefix
+    prefix = not (f & (CT_L | CT_N | CT_CRLF))
+    e = -1
+    if prefix and pos + k < n:
+        e = o200k_alt1(s, n, pos + k, upmask, lomask)
+    if e < 0:
+        e = o200k_alt1(s, n, pos, upmask, lomask)
+    if e < 0 and prefix and pos + k < n:
+        e = o200k_alt2(s, n, pos + k, upmask, lomask)
+    if e < 0:
+        e = o200k_alt2(s, n, pos, upmask, lomask)
+    if e >= 0:
+        if kind != PRETOK_TEKKEN:
+            e = contraction(s, n, e, True)
+        return e
+    if f & CT_N:
+        return run_digits(s, n, pos, 1 if kind == PRETOK_TEKKEN else 3)
+    # ' ?[^\s\p{L}\p{N}]+' then [\r\n/]* (o200k, tekken) or [\r\n]* (kimi)
+    if s[pos] == 32 and pos + 1 < n:
+        q = ctok_char(s, n, pos + 1, &f)  # pos + 1 < n (f now describes the character after the space)
+        if not (f & LWSN):
+            p = pos + 1
+            k = q
+        else:
+            f = CT_WS
+    if not (f & LWSN):
+        e = run_of(s, n, p + k, LWSN, 0)
+        return run_crlf(s, n, e) if kind == PRETOK_KIMI else run_crlf_slash(s, n, e)
+    return ws_tail(s, n, pos, WS_LLAMA, 0, 0)
+
+
+# ---------------------------------------------------------------- DeepSeek-V3
+# HF Sequence of Split(Isolated): (1) \p{N}{1,3}; (2) [\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+; (3)
+#   [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*
+#   |\s*[\r\n]+|\s+(?!\S)|\s+
+# Step 1 cuts digits into chunks of three (no later step splits a chunk); step 2 cuts runs of that CJK class;
+# step 3 runs on each resulting sub-segment, whose end acts as end of text.  A sub-segment is a maximal run of
+# characters of one group: not \p{N} and CJK, or not \p{N} and not CJK.  "Out of group" = (flags & (N|CJK)) != grp.
+
+cdef inline Py_ssize_t ds_char(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, uint16_t grp,
+                               uint16_t* f) noexcept nogil:
+    """Length of the character at i if it is in the sub-segment (group grp), else 0."""
+    cdef Py_ssize_t k
+    if i >= n:
+        return 0
+    k = ctok_char(s, n, i, f)  # i < n checked
+    if (f[0] & (CT_N | CT_DSCJK)) != grp:
+        return 0
+    return k
+
+
+cdef inline Py_ssize_t ds_run(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, uint16_t grp,
+                              uint16_t want) noexcept nogil:
+    """Run of in-group characters having any flag of want."""
+    cdef uint16_t f
+    cdef Py_ssize_t k
+    while True:
+        k = ds_char(s, n, i, grp, &f)
+        if k == 0 or not (f & want):
+            return i
+        i += k
+
+
+cdef Py_ssize_t ds_match(const unsigned char* s, Py_ssize_t n, Py_ssize_t p, uint16_t grp) noexcept nogil:
+    """End of the step-3 match anchored at p (an in-group character), or -1."""
+    cdef uint16_t f = 0, f2 = 0
+    cdef Py_ssize_t k, k2, q = p
+    k = ds_char(s, n, p, grp, &f)
+    k2 = ds_char(s, n, p + k, grp, &f2)
+    if (f & CT_APUNCT) and k2 and (f2 & CT_AALPHA):
+        return ds_run(s, n, p + k + k2, grp, CT_AALPHA)
+    if not (f & (CT_CRLF | CT_L | CT_P | CT_S)) and k2 and (f2 & (CT_L | CT_M)):
+        return ds_run(s, n, p + k + k2, grp, CT_L | CT_M)
+    if f & (CT_L | CT_M):
+        return ds_run(s, n, p + k, grp, CT_L | CT_M)
+    if s[p] == 32 and k2 and (f2 & (CT_P | CT_S)):  # p < n: the character at p is in the group
+        q = p + 1
+        k = k2
+        f = f2
+    if f & (CT_P | CT_S):
+        k = ds_run(s, n, q + k, grp, CT_P | CT_S)
+        return run_crlf(s, n, k) if grp == 0 else k  # CR, LF belong to the non-CJK group only
+    if f & CT_WS:
+        return ws_tail(s, n, p, WS_LLAMA, CT_N | CT_DSCJK, grp)
+    return -1
+
+
+cdef Py_ssize_t scan_deepseek(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
+    cdef uint16_t f, grp
+    cdef Py_ssize_t k, e, p
+    k = ctok_char(s, n, pos, &f)  # pos < n
+    if f & CT_N:
+        return run_digits(s, n, pos, 3)
+    grp = f & CT_DSCJK
+    e = ds_match(s, n, pos, grp)
+    if e >= 0:
+        return e
+    # a gap: up to the next position where a match starts, or the end of the sub-segment
+    p = pos + k
+    while True:
+        k = ds_char(s, n, p, grp, &f)
+        if k == 0 or ds_match(s, n, p, grp) >= 0:
+            return p
+        p += k
+
+
+cdef Py_ssize_t next_piece_end(int kind, const unsigned char* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
+    if kind == PRETOK_GPT2:
+        return scan_gpt2(s, n, pos)
+    if kind == PRETOK_CL100K or kind == PRETOK_LLAMA3 or kind == PRETOK_QWEN:
+        return scan_cl100k_like(s, n, pos, kind)
+    if kind == PRETOK_O200K or kind == PRETOK_KIMI or kind == PRETOK_TEKKEN:
+        return scan_o200k_like(s, n, pos, kind)
+    if kind == PRETOK_DEEPSEEK:
+        return scan_deepseek(s, n, pos)
+    return n
+
+
+def _check_kind(int kind):
+    if kind < 0 or kind >= PRETOK_N_KINDS:
+        raise ValueError(f"unknown pretokenizer kind {kind}")
+
+
+def split(int kind, bytes data):
+    """The pieces of data (one segment) under the given PRETOK_* kind, as a list of bytes (tests, debugging)."""
+    _check_kind(kind)
+    cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
+    cdef Py_ssize_t pos = 0, end
+    out = []
+    while pos < n:
+        end = next_piece_end(kind, s, n, pos)
+        out.append(data[pos:end])
+        pos = end
+    return out
+
+
+def piece_ends(int kind, bytes data):
+    """The end offsets (bytes) of the pieces of data, as a list of ints."""
+    _check_kind(kind)
+    cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
+    cdef Py_ssize_t pos = 0
+    out = []
+    while pos < n:
+        pos = next_piece_end(kind, s, n, pos)
+        out.append(pos)
+    return out
+
+
+def count_pieces(int kind, bytes data):
+    """Number of pieces of data, computed without the GIL (benchmarks)."""
+    _check_kind(kind)
+    cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
+    cdef Py_ssize_t pos = 0, count = 0
+    with nogil:
+        while pos < n:
+            pos = next_piece_end(kind, s, n, pos)
+            count += 1
+    return count
+
+
+def table_flags():
+    """The CT_* flags of every code point U+0000..U+10FFFF, as an array('H') (tests)."""
+    from array import array
+    out = array("H", bytes(2 * 0x110000))
+    cdef Py_ssize_t cp
+    for cp in range(0x110000):
+        out[cp] = ctok_cp_flags(<uint32_t> cp)
+    return out
+
+
+FLAGS = {
+    "CT_L": CT_L, "CT_UP": CT_UP, "CT_LO": CT_LO, "CT_M": CT_M, "CT_N": CT_N, "CT_WS": CT_WS, "CT_P": CT_P,
+    "CT_S": CT_S, "CT_HAN": CT_HAN, "CT_CRLF": CT_CRLF, "CT_DSCJK": CT_DSCJK, "CT_APUNCT": CT_APUNCT,
+    "CT_AALPHA": CT_AALPHA,
+}
+
+
+def first_difference(int kind, bytes a, bytes b):
+    """Compare the piece boundaries (byte offsets) of a and b under kind; -1 if identical, else the byte offset in
+    a where they first differ (tests: every code point against a class representative of the same UTF-8 length)."""
+    _check_kind(kind)
+    cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(a)
+    cdef const unsigned char* t = <const unsigned char*> PyBytes_AS_STRING(b)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(a), m = PyBytes_GET_SIZE(b)
+    cdef Py_ssize_t i = 0, j = 0
+    with nogil:
+        while i < n and j < m:
+            i = next_piece_end(kind, s, n, i)
+            j = next_piece_end(kind, t, m, j)
+            if i != j:
+                break
+    if i == j and n == m:
+        return -1
+    return i

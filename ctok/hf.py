@@ -1,0 +1,1440 @@
+"""HuggingFace ``tokenizer.json`` (BPE model) support, bit-exact with ``tokenizers.Tokenizer.from_file``.
+
+`load_tokenizer_json(path)` parses the file into the one vocab format (`ctok.vocab.VocabSpec`) and an
+`HFPipeline` that reproduces HF's encode and decode:
+
+    added tokens (raw text)  ->  normalizer  ->  added tokens (normalized text)  ->  pre-tokenizer  ->  BPE
+    ->  post-processor;            decode: ids -> token strings -> decoder chain
+
+BPE itself runs in the native `CoreEncoder`.  Everything else is done here, in Python, following the
+semantics of the Rust crate (``tokenizers`` 0.23): AddedVocabulary's leftmost-longest matching with
+single_word / lstrip / rstrip, NormalizedString's split behaviours, Metaspace's prepend schemes, ByteLevel's
+per-split prefix space, and the decoders' exact string handling.  When the pre-tokenizer reduces to a split
+pattern the native scanner knows (`ctok.patterns.recognise`), a whole segment goes to the core in one call.
+
+Components that are not implemented raise `UnsupportedFeatureError` naming the file and the component;
+malformed files raise `VocabFormatError` naming the field.
+"""
+from __future__ import annotations
+
+import json
+import operator
+import os
+import re
+from typing import Dict, List, Optional, Tuple
+
+import regex
+import unicodedata2
+
+from ctok.errors import UnsupportedFeatureError, VocabFormatError
+
+__all__ = ["load_tokenizer_json", "HFPipeline", "GPT2_BYTELEVEL_PATTERN", "BYTE_TO_CHAR", "CHAR_TO_BYTE"]
+
+# ---------------------------------------------------------------------------------------------------------------
+# GPT-2's byte <-> unicode map (as defined by GPT-2 and used by HF's ByteLevel): the printable Latin-1 bytes
+# ('!'..'~', 0xA1..0xAC, 0xAE..0xFF) stand for themselves; the remaining 68 bytes, in increasing order, become
+# U+0100, U+0101, ...
+
+
+def _byte_map():
+    keep = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    out = [""] * 256
+    for b in keep:
+        out[b] = chr(b)
+    n = 0
+    for b in range(256):
+        if not out[b]:
+            out[b] = chr(256 + n)
+            n += 1
+    return out
+
+
+BYTE_TO_CHAR: List[str] = _byte_map()
+CHAR_TO_BYTE: Dict[str, int] = {c: b for b, c in enumerate(BYTE_TO_CHAR)}
+# str.translate tables: Latin-1 view of bytes <-> mapped characters
+_BL_MAP = {b: BYTE_TO_CHAR[b] for b in range(256)}
+_BL_UNMAP = {ord(c): b for c, b in CHAR_TO_BYTE.items()}
+for _c in range(256):  # Latin-1 characters outside the map must not pass through as bytes
+    if chr(_c) not in CHAR_TO_BYTE:
+        _BL_UNMAP[_c] = 0xFFFF
+
+GPT2_BYTELEVEL_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+
+
+def _bl_map(s: str) -> str:
+    return s.encode("utf-8").decode("latin-1").translate(_BL_MAP)
+
+
+def _bl_unmap(s: str) -> Optional[bytes]:
+    """Raw bytes of a byte-level string, or None when it holds a character outside the map."""
+    t = s.translate(_BL_UNMAP)
+    try:
+        return t.encode("latin-1")
+    except UnicodeEncodeError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Character classes of the Rust crates HF uses: char::is_whitespace and regex's \s are White_Space; regex's \w
+# is Alphabetic + M + Nd + Pc + Join_Control; char::is_numeric is N*.
+
+_WS = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
+                "\u200a\u2028\u2029\u202f\u205f\u3000")
+_WORD_CHAR = regex.compile(r"[\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}]")
+_ASCII_PUNCT = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
+
+# Code points whose normalization properties (decomposition, combining class, composition) are newer than the
+# Unicode data HF's normalizers use (crate unicode-normalization-alignments, Unicode 9 era): HF treats them as
+# unassigned, i.e. inert starters.  Found by probing every code point with a non-trivial property in Unicode 16
+# against tokenizers 0.23's NFD/NFKD/NFC (decomposition present? combining class honoured? composes?).
+_HF_INERT_RANGES = (
+    "7FD 897-89F 8CA-8D3 9FE C3C D3B-D3C EBA 1715 1ABF-1ACE 1DF6-1DFA 32FF A7F2-A7F4 A82C AB69 105C9 105D2 "
+    "105DA 105E4 10781-10785 10787-107B0 107B2-107BA 10D24-10D27 10D69-10D6D 10EAB-10EAC 10EFD-10EFF "
+    "10F46-10F50 10F82-10F85 11070 1133B 11382-11385 1138B 1138E 11390-11391 113B8 113BB 113C2 113C5 "
+    "113C7-113C9 113CE-113D0 1145E 11839-1183A 11930 11935 11938 1193D-1193E 11943 119E0 11A34 11A47 11A99 "
+    "11D42 11D44-11D45 11D97 11F41-11F42 1611E-16129 1612F 16D63 16D67-16D6A 16FF0-16FF1 1CCD6-1CCF9 "
+    "1E030-1E06D 1E08F 1E130-1E136 1E2AE 1E2EC-1E2EF 1E4EC-1E4EF 1E5EE-1E5EF 1F16C 1FBF0-1FBF9"
+)
+
+
+def _inert_class():
+    parts = []
+    for r in _HF_INERT_RANGES.split():
+        a, _, b = r.partition("-")
+        a = int(a, 16)
+        b = int(b, 16) if b else a
+        parts.append(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}")
+    return re.compile("[" + "".join(parts) + "]")
+
+
+_HF_INERT = _inert_class()
+
+
+def _unicode_normalize(form: str, s: str) -> str:
+    """`form` normalization as HF computes it (Unicode 16 data, minus the code points HF does not know)."""
+    if s.isascii():
+        return s
+    if _HF_INERT.search(s) is None:
+        return unicodedata2.normalize(form, s)  # returns `s` itself after its own quick check
+    # An unknown code point is an inert starter: nothing reorders or composes across it.
+    out = []
+    pos = 0
+    for m in _HF_INERT.finditer(s):
+        if m.start() > pos:
+            out.append(unicodedata2.normalize(form, s[pos:m.start()]))
+        out.append(m.group())
+        pos = m.end()
+    if pos < len(s):
+        out.append(unicodedata2.normalize(form, s[pos:]))
+    return "".join(out)
+
+
+# Uppercase letters newer than this Python's Unicode data whose lowercase Rust (and so HF's Lowercase) knows:
+# "first-last:offset" runs (lowercase = code point + offset), found by comparing with tokenizers 0.23.
+_NEWER_LOWER_RUNS = ("1C89:+1 A7CB:-42343 A7CC:+1 A7CE:+1 A7D2:+1 A7D4:+1 A7DA:+1 A7DC:-42561 10D50-10D65:+32 "
+                     "16EA0-16EB8:+27")
+
+
+def _newer_lower():
+    table = {}
+    for run in _NEWER_LOWER_RUNS.split():
+        rng, _, off = run.partition(":")
+        a, _, b = rng.partition("-")
+        a = int(a, 16)
+        b = int(b, 16) if b else a
+        for c in range(a, b + 1):
+            if chr(c).lower() == chr(c):  # only where this Python does not know the mapping yet
+                table[c] = c + int(off)
+    return table
+
+
+_LOWER_FIX = _newer_lower()
+_LOWER_FIX_RE = re.compile("[" + "".join(re.escape(chr(c)) for c in _LOWER_FIX) + "]") if _LOWER_FIX else None
+
+
+def _lowercase(s: str) -> str:
+    # Rust's char::to_lowercase works char by char (no final-sigma context, unlike str.lower()).
+    if "\u03a3" not in s:
+        s = s.lower()
+    else:
+        s = "".join(c.lower() for c in s)
+    if _LOWER_FIX_RE is not None and not s.isascii() and _LOWER_FIX_RE.search(s):
+        s = s.translate(_LOWER_FIX)
+    return s
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Regex compilation (the native recogniser and the fallback compiler live in ctok.patterns)
+
+
+def _patterns_module():
+    try:
+        from ctok import patterns  # noqa: WPS433
+        return patterns
+    except ImportError:
+        return None
+
+
+def _recognise(patterns_list: List[str]) -> Optional[int]:
+    """Native pretokenizer kind for a sequence of Isolated split patterns, or None."""
+    mod = _patterns_module()
+    if mod is None:
+        return None
+    try:
+        if len(patterns_list) == 1:
+            k = mod.recognise(patterns_list[0])
+        else:
+            fn = getattr(mod, "recognise_sequence", None)
+            k = fn(patterns_list) if fn is not None else None
+    except Exception:  # noqa: BLE001 - an unrecognisable pattern simply takes the slow path
+        return None
+    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+        return None
+    return k
+
+
+def _compile(path, where: str, pattern: str):
+    """An Oniguruma pattern (HF's SysRegex) for the Python `regex` module, via ctok.patterns' rewriter."""
+    mod = _patterns_module()
+    if mod is not None and hasattr(mod, "compile_fallback"):
+        try:
+            return mod.compile_fallback(pattern, engine="hf")
+        except Exception:  # noqa: BLE001 - fall through to the plain regex module
+            pass
+    try:
+        return regex.compile(pattern)
+    except regex.error as e:
+        raise VocabFormatError(path, f"field {where}: invalid regex {pattern!r}: {e}") from None
+
+
+def _spans(compiled, text: str):
+    """(start, end) str spans of the non-overlapping matches of `compiled` in `text`."""
+    if hasattr(compiled, "finditer"):
+        return [m.span() for m in compiled.finditer(text)]
+    mod = _patterns_module()
+    return list(mod.finditer_spans(compiled, text))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# JSON field access with precise error messages
+
+_MISSING = object()
+
+
+class _Ctx:
+    def __init__(self, path):
+        self.path = str(path)
+
+    def bad(self, where, msg):
+        return VocabFormatError(self.path, f"field {where}: {msg}")
+
+    def unsupported(self, what):
+        return UnsupportedFeatureError(self.path, what)
+
+    def obj(self, v, where):
+        if not isinstance(v, dict):
+            raise self.bad(where, f"expected an object, got {type(v).__name__}")
+        return v
+
+    def get(self, d, key, where, kind, default=_MISSING, nullable=False):
+        w = f"{where}.{key}" if where else key
+        if key not in d:
+            if default is _MISSING:
+                raise self.bad(w, "missing")
+            return default
+        v = d[key]
+        if v is None and (nullable or default is not _MISSING):
+            return default if default is not _MISSING else None
+        if kind is bool:
+            ok = isinstance(v, bool)
+        elif kind is int:
+            ok = isinstance(v, int) and not isinstance(v, bool) and v >= 0
+        elif kind is float:
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+        else:
+            ok = isinstance(v, kind)
+        if not ok:
+            name = {str: "a string", bool: "a boolean", int: "a non-negative integer", float: "a number",
+                    list: "a list", dict: "an object"}.get(kind, str(kind))
+            raise self.bad(w, f"expected {name}, got {json.dumps(v)[:60]}")
+        return v
+
+    def char(self, d, key, where, default=_MISSING):
+        v = self.get(d, key, where, str, default)
+        if v is default and default is not _MISSING:
+            return v
+        if len(v) != 1:
+            raise self.bad(f"{where}.{key}", f"expected a single character, got {v!r}")
+        return v
+
+    def pattern(self, d, where):
+        """A {"String": s} or {"Regex": r} pattern -> (is_regex, text)."""
+        p = self.obj(self.get(d, "pattern", where, dict), f"{where}.pattern")
+        if len(p) != 1 or next(iter(p)) not in ("String", "Regex"):
+            raise self.bad(f"{where}.pattern", f"expected {{\"String\": ...}} or {{\"Regex\": ...}}, got "
+                                               f"{json.dumps(p)[:80]}")
+        k = next(iter(p))
+        v = p[k]
+        if not isinstance(v, str):
+            raise self.bad(f"{where}.pattern.{k}", f"expected a string, got {json.dumps(v)[:60]}")
+        return k == "Regex", v
+
+
+def _type_of(ctx, d, where):
+    d = ctx.obj(d, where)
+    t = d.get("type")
+    if not isinstance(t, str):
+        raise ctx.bad(f"{where}.type", "missing or not a string")
+    return t
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Patterns used by Replace / Split: find_matches -> [((start, end), is_match)] covering the string
+
+
+class _Pattern:
+    """A {"String"}/{"Regex"} pattern; the regex is compiled on first use (a natively recognised split pattern
+    never needs it)."""
+
+    __slots__ = ("literal", "_source", "_compiled", "_path", "_where")
+
+    def __init__(self, ctx, is_regex, text, where):
+        self._path, self._where = ctx.path, where
+        self._compiled = None
+        if is_regex:
+            self.literal = None
+            self._source = text
+        else:
+            self.literal = text
+            self._source = None if text else ""
+
+    @property
+    def compiled(self):
+        if self._compiled is None:
+            if self._source == "":
+                self._compiled = regex.compile("")
+            else:
+                self._compiled = _compile(self._path, self._where, self._source)
+        return self._compiled
+
+    def check(self):
+        """Report an invalid regex at load time (cheaply: the plain `regex` module parses the same syntax)."""
+        if self._source:
+            try:
+                regex.compile(self._source, regex.V1)
+            except regex.error:
+                _ = self.compiled  # the real compile raises VocabFormatError when the pattern is bad
+        return self
+
+    def spans(self, s: str):
+        if self.literal:
+            lit, n, out, i = self.literal, len(self.literal), [], s.find(self.literal)
+            while i >= 0:
+                out.append((i, i + n))
+                i = s.find(lit, i + n)
+            return out
+        return _spans(self.compiled, s)
+
+    def find_matches(self, s: str):
+        if not s:
+            return [((0, 0), False)]
+        out, prev = [], 0
+        for a, b in self.spans(s):
+            if prev != a:
+                out.append(((prev, a), False))
+            out.append(((a, b), True))
+            prev = b
+        if prev != len(s):
+            out.append(((prev, len(s)), False))
+        return out
+
+    def replace(self, s: str, content: str) -> str:
+        if self.literal:
+            return s.replace(self.literal, content)
+        out, prev = [], 0
+        for a, b in self.spans(s):
+            out.append(s[prev:a])
+            out.append(content)
+            prev = b
+        out.append(s[prev:])
+        return "".join(out)
+
+
+def _char_matches(s: str, pred):
+    """find_matches for a char predicate (HF's `impl Pattern for Fn(char) -> bool`)."""
+    if not s:
+        return [((0, 0), False)]
+    out, last = [], 0
+    for i, c in enumerate(s):
+        if pred(c):
+            if last < i:
+                out.append(((last, i), False))
+            out.append(((i, i + 1), True))
+            last = i + 1
+    if len(s) > last:
+        out.append(((last, len(s)), False))
+    return out
+
+
+def _split_by_behavior(s: str, matches, behavior: str) -> List[Tuple[int, int]]:
+    """NormalizedString::split: the kept (start, end) ranges, empty ones included (the caller drops them)."""
+    if behavior == "Isolated":
+        return [o for o, _ in matches]
+    if behavior == "Removed":
+        return [o for o, m in matches if not m]
+    acc: List[List[int]] = []
+    prev = False
+    if behavior == "Contiguous":
+        for (a, b), m in matches:
+            if m == prev and acc:
+                acc[-1][1] = b
+            else:
+                acc.append([a, b])
+            prev = m
+    elif behavior == "MergedWithPrevious":
+        for (a, b), m in matches:
+            if m and not prev and acc:
+                acc[-1][1] = b
+            else:
+                acc.append([a, b])
+            prev = m
+    elif behavior == "MergedWithNext":
+        for (a, b), m in reversed(matches):
+            if m and not prev and acc:
+                acc[-1][0] = a
+            else:
+                acc.append([a, b])
+            prev = m
+        acc.reverse()
+    else:  # pragma: no cover - validated at load
+        raise ValueError(behavior)
+    return [(a, b) for a, b in acc]
+
+
+_BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Normalizers: each op maps str -> str; `shifts` says whether it can drop leading characters (which moves the
+# original offset of the first character, something Metaspace's prepend_scheme "first" looks at)
+
+
+def _parse_normalizer(ctx, d, where, ops):
+    if d is None:
+        return
+    t = _type_of(ctx, d, where)
+    if t == "Sequence":
+        lst = ctx.get(d, "normalizers", where, list)
+        for i, sub in enumerate(lst):
+            _parse_normalizer(ctx, sub, f"{where}.normalizers[{i}]", ops)
+    elif t in ("NFC", "NFD", "NFKC", "NFKD"):
+        ops.append(("unicode", t))
+    elif t == "Lowercase":
+        ops.append(("lower", None))
+    elif t == "Strip":
+        left = ctx.get(d, "strip_left", where, bool)
+        right = ctx.get(d, "strip_right", where, bool)
+        ops.append(("strip", (left, right)))
+    elif t == "Prepend":
+        ops.append(("prepend", ctx.get(d, "prepend", where, str)))
+    elif t == "Replace":
+        is_re, text = ctx.pattern(d, where)
+        content = ctx.get(d, "content", where, str)
+        ops.append(("replace", (_Pattern(ctx, is_re, text, f"{where}.pattern").check(), content)))
+    else:
+        raise ctx.unsupported(f"{where}.type={t}")
+
+
+def _apply_normalizer(ops, s: str):
+    """-> (normalized, shifted): shifted is True when leading characters of `s` were removed."""
+    shifted = False
+    for kind, arg in ops:
+        if kind == "unicode":
+            s = _unicode_normalize(arg, s)
+        elif kind == "prepend":
+            if s:
+                s = arg + s
+        elif kind == "replace":
+            pat, content = arg
+            if not content and not shifted and s:
+                sp = pat.spans(s)
+                if sp and sp[0][0] == 0 and sp[0][1] > 0:
+                    shifted = True
+            s = pat.replace(s, content)
+        elif kind == "lower":
+            s = _lowercase(s)
+        elif kind == "strip":
+            left, right = arg
+            if left:
+                i = 0
+                while i < len(s) and s[i] in _WS:
+                    i += 1
+                if i:
+                    shifted = True
+                    s = s[i:]
+            if right:
+                j = len(s)
+                while j > 0 and s[j - 1] in _WS:
+                    j -= 1
+                s = s[:j]
+    return s, shifted
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Pre-tokenizers: a flat list of steps over pieces [(text, first)]; `first` = the piece's original offset is 0
+
+
+_SPLIT_ONLY = ("split", "digits", "whitespace", "wsplit", "punct", "bert", "delim")
+
+
+def _parse_pretok(ctx, d, where, steps):
+    if d is None:
+        return
+    t = _type_of(ctx, d, where)
+    if t == "Sequence":
+        lst = ctx.get(d, "pretokenizers", where, list)
+        for i, sub in enumerate(lst):
+            _parse_pretok(ctx, sub, f"{where}.pretokenizers[{i}]", steps)
+        return
+    if any(s[0] in ("bytelevel", "metaspace") for s in steps) and t in ("ByteLevel", "Metaspace"):
+        raise ctx.unsupported(f"{where}.type={t} after a ByteLevel/Metaspace pre-tokenizer")
+    if t == "ByteLevel":
+        aps = ctx.get(d, "add_prefix_space", where, bool, default=True)
+        use_regex = ctx.get(d, "use_regex", where, bool, default=True)
+        ctx.get(d, "trim_offsets", where, bool, default=True)
+        steps.append(("bytelevel", (aps, use_regex, True)))  # 3rd: map to byte-level chars (fixed at load)
+    elif t == "Split":
+        is_re, text = ctx.pattern(d, where)
+        behavior = ctx.get(d, "behavior", where, str)
+        if behavior not in _BEHAVIORS:
+            raise ctx.bad(f"{where}.behavior", f"unknown behavior {behavior!r}")
+        invert = ctx.get(d, "invert", where, bool)
+        pat = text if is_re else regex.escape(text)
+        steps.append(("split", (_Pattern(ctx, True, pat, f"{where}.pattern").check(), behavior, invert, pat)))
+    elif t == "Metaspace":
+        rep = ctx.char(d, "replacement", where)
+        aps = ctx.get(d, "add_prefix_space", where, bool, default=None)
+        scheme = ctx.get(d, "prepend_scheme", where, str, default="always")
+        if scheme not in ("always", "first", "never"):
+            raise ctx.bad(f"{where}.prepend_scheme", f"unknown scheme {scheme!r}")
+        if aps is False:
+            # HF: prepend_scheme defaults to "always", which then contradicts add_prefix_space=false.
+            if scheme != "never":
+                raise ctx.bad(f"{where}.add_prefix_space", "add_prefix_space does not match declared "
+                                                           "prepend_scheme")
+        split = ctx.get(d, "split", where, bool, default=True)
+        steps.append(("metaspace", (rep, scheme, split)))
+    elif t == "Digits":
+        steps.append(("digits", ctx.get(d, "individual_digits", where, bool, default=False)))
+    elif t == "Whitespace":
+        steps.append(("whitespace", None))
+    elif t == "WhitespaceSplit":
+        steps.append(("wsplit", None))
+    elif t == "Punctuation":
+        behavior = ctx.get(d, "behavior", where, str, default="Isolated")
+        if behavior not in _BEHAVIORS:
+            raise ctx.bad(f"{where}.behavior", f"unknown behavior {behavior!r}")
+        steps.append(("punct", behavior))
+    elif t == "BertPreTokenizer":
+        steps.append(("bert", None))
+    elif t == "CharDelimiterSplit":
+        steps.append(("delim", ctx.char(d, "delimiter", where)))
+    else:
+        raise ctx.unsupported(f"{where}.type={t}")
+
+
+_NUMERIC = regex.compile(r"\p{N}")
+_PUNCT = regex.compile(r"\p{P}")
+# Word characters of the `regex` module (Unicode 17) that are unassigned in Unicode 16, Rust regex's tables.
+_NOT_WORD_16 = ("88F C5C CDC 1ACF-1ADD 1AE0-1AEB A7CE-A7CF A7D2 A7D4 A7F1 10940-10959 10EC5-10EC7 10EFA-10EFB "
+                "11B60-11B67 11DB0-11DDB 11DE0-11DE9 16EA0-16EB8 16EBB-16ED3 16FF2-16FF6 187F8-187FF 18D09-18D1E "
+                "18D80-18DF2 1E6C0-1E6DE 1E6E0-1E6F5 1E6FE-1E6FF 2B73A-2B73F 2CEA2-2CEAD 323B0-33479")
+_W16 = ("[[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]--["
+        + "".join(regex.escape(chr(int(a, 16))) + ("-" + regex.escape(chr(int(b, 16))) if b else "")
+                  for a, _, b in (r.partition("-") for r in _NOT_WORD_16.split())) + "]]")
+# The Whitespace pre-tokenizer's `\w+|[^\w\s]+` with Rust regex's Unicode 16 \w.
+_WS_WORDS = regex.compile(_W16 + "+|[^\\s" + _W16 + "]+", regex.V1)
+
+
+# Code points where HF's punctuation test (crate unicode_categories, older Unicode data) disagrees with \p{P} of
+# Unicode 16/17: newer punctuation it does not know, and U+166D (Po in its data, So today).  Found by probing
+# tokenizers 0.23's Punctuation pre-tokenizer on every code point.
+_PUNC_FLIP_RANGES = (
+    "61D 9FD A76 C77 C84 166D 1B4E-1B4F 1B7D-1B7F 2E43-2E4F 2E52-2E5D 10D6E 10EAD 10ED0 10F55-10F59 10F86-10F89 "
+    "111C9 113D4-113D5 113D7-113D8 1144B-1144F 1145A-1145B 1145D 11660-1166C 116B9 1183B 11944-11946 119E2 "
+    "11A3F-11A46 11A9A-11A9C 11A9E-11AA2 11B00-11B09 11BE1 11C41-11C45 11C70-11C71 11EF7-11EF8 11F43-11F4F "
+    "11FFF 12FF1-12FF2 16D6D-16D6F 16E97-16E9A 16FE2 1E5FF 1E95E-1E95F"
+)
+
+
+def _ranges_set(spec):
+    out = set()
+    for r in spec.split():
+        a, _, b = r.partition("-")
+        a = int(a, 16)
+        out.update(chr(c) for c in range(a, (int(b, 16) if b else a) + 1))
+    return frozenset(out)
+
+
+_PUNC_FLIP = _ranges_set(_PUNC_FLIP_RANGES)
+
+
+def _is_punc(c):
+    p = c in _ASCII_PUNCT or _PUNCT.match(c) is not None
+    return p != (c in _PUNC_FLIP)
+
+
+def _is_word_char(c):
+    """Rust regex's Unicode \\w (its tables are Unicode 16: unassigned code points are never word chars)."""
+    return _WORD_CHAR.match(c) is not None and unicodedata2.category(c) != "Cn"
+
+
+def _is_ws(c):
+    return c in _WS
+
+
+def _is_num(c):
+    return _NUMERIC.match(c) is not None
+
+
+def _regex_matches(compiled, s, invert=False):
+    if not s:
+        return [((0, 0), False)]
+    out, prev = [], 0
+    for a, b in _spans(compiled, s):
+        if prev != a:
+            out.append(((prev, a), False))
+        out.append(((a, b), True))
+        prev = b
+    if prev != len(s):
+        out.append(((prev, len(s)), False))
+    if invert:
+        out = [(o, not m) for o, m in out]
+    return out
+
+
+def _split_pieces(pieces, fn):
+    """Apply a NormalizedString split to every piece; drop empty results."""
+    out = []
+    for text, first in pieces:
+        for a, b in fn(text):
+            if b > a:
+                out.append((text[a:b], first and a == 0))
+    return out
+
+
+def _run_step(step, pieces):
+    kind, arg = step
+    if kind == "split":
+        pat, behavior, invert, _ = arg
+        return _split_pieces(pieces, lambda s: _split_by_behavior(s, _regex_matches(pat.compiled, s, invert),
+                                                                  behavior))
+    if kind == "bytelevel":
+        aps, use_regex, do_map = arg
+        bl = _bl_map if do_map else (lambda x: x)
+        out = []
+        for text, first in pieces:
+            if aps and not text.startswith(" "):
+                text = " " + text
+            if use_regex:
+                for a, b in _split_by_behavior(text, _regex_matches(_GPT2.compiled, text), "Isolated"):
+                    if b > a:
+                        out.append((bl(text[a:b]), first and a == 0))
+            else:
+                out.append((bl(text), first))
+        return out
+    if kind == "metaspace":
+        rep, scheme, split = arg
+        out = []
+        for text, first in pieces:
+            text = text.replace(" ", rep)
+            if scheme == "always" or (scheme == "first" and first):
+                if not text.startswith(rep):
+                    text = rep + text
+            if split:
+                for a, b in _split_by_behavior(text, _char_matches(text, lambda c: c == rep), "MergedWithNext"):
+                    if b > a:
+                        out.append((text[a:b], first and a == 0))
+            else:
+                out.append((text, first))
+        return out
+    if kind == "digits":
+        behavior = "Isolated" if arg else "Contiguous"
+        return _split_pieces(pieces, lambda s: _split_by_behavior(s, _char_matches(s, _is_num), behavior))
+    if kind == "whitespace":
+        return _split_pieces(pieces, lambda s: _split_by_behavior(s, _regex_matches(_WS_WORDS, s, True),
+                                                                  "Removed"))
+    if kind == "wsplit":
+        return _split_pieces(pieces, lambda s: _split_by_behavior(s, _char_matches(s, _is_ws), "Removed"))
+    if kind == "punct":
+        return _split_pieces(pieces, lambda s: _split_by_behavior(s, _char_matches(s, _is_punc), arg))
+    if kind == "bert":
+        pieces = _split_pieces(pieces, lambda s: _split_by_behavior(s, _char_matches(s, _is_ws), "Removed"))
+        return _split_pieces(pieces, lambda s: _split_by_behavior(s, _char_matches(s, _is_punc), "Isolated"))
+    if kind == "delim":
+        return _split_pieces(pieces, lambda s: _split_by_behavior(s, _char_matches(s, lambda c: c == arg),
+                                                                  "Removed"))
+    raise AssertionError(kind)  # pragma: no cover
+
+
+_GPT2 = _Pattern(_Ctx("(builtin)"), True, GPT2_BYTELEVEL_PATTERN, "ByteLevel regex")  # compiled on first use
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Post-processors -> (ids before, ids after) the sequence when add_special_tokens
+
+
+def _parse_post(ctx, d, where, model_lookup):
+    """-> list of (prefix_ids, suffix_ids) applied in order (Sequence processors apply each in turn)."""
+    if d is None:
+        return []
+    t = _type_of(ctx, d, where)
+    if t == "Sequence":
+        out = []
+        for i, sub in enumerate(ctx.get(d, "processors", where, list)):
+            out += _parse_post(ctx, sub, f"{where}.processors[{i}]", model_lookup)
+        return out
+    if t == "ByteLevel":
+        return []
+    if t in ("BertProcessing", "RobertaProcessing"):
+        def pair(key):
+            v = ctx.get(d, key, where, list)
+            if len(v) != 2 or not isinstance(v[0], str) or not isinstance(v[1], int) or isinstance(v[1], bool):
+                raise ctx.bad(f"{where}.{key}", f"expected [token, id], got {json.dumps(v)[:60]}")
+            return v[1]
+        return [([pair("cls")], [pair("sep")])]
+    if t == "TemplateProcessing":
+        single = ctx.get(d, "single", where, list)
+        specials = ctx.obj(ctx.get(d, "special_tokens", where, dict), f"{where}.special_tokens")
+        spec_ids = {}
+        for name, v in specials.items():
+            w = f"{where}.special_tokens[{name!r}]"
+            v = ctx.obj(v, w)
+            ids = ctx.get(v, "ids", w, list)
+            if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in ids):
+                raise ctx.bad(f"{w}.ids", "expected a list of non-negative integers")
+            spec_ids[name] = list(ids)
+        before, after, seen = [], [], False
+        for i, piece in enumerate(single):
+            w = f"{where}.single[{i}]"
+            piece = ctx.obj(piece, w)
+            if len(piece) != 1:
+                raise ctx.bad(w, "expected {\"SpecialToken\": ...} or {\"Sequence\": ...}")
+            (k, v), = piece.items()
+            v = ctx.obj(v, f"{w}.{k}")
+            if k == "Sequence":
+                sid = ctx.get(v, "id", f"{w}.{k}", str)
+                if sid != "A":
+                    raise ctx.unsupported(f"{w}: template sequence {sid!r} in a single-sequence template")
+                if seen:
+                    raise ctx.unsupported(f"{w}: sequence A repeated in the template")
+                seen = True
+            elif k == "SpecialToken":
+                name = ctx.get(v, "id", f"{w}.{k}", str)
+                if name not in spec_ids:
+                    raise ctx.bad(f"{w}.{k}.id", f"special token {name!r} missing from special_tokens")
+                (after if seen else before).extend(spec_ids[name])
+            else:
+                raise ctx.bad(w, f"unknown template piece {k!r}")
+        if not seen:
+            raise ctx.unsupported(f"{where}.single without sequence A")
+        return [(before, after)]
+    raise ctx.unsupported(f"{where}.type={t}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Decoders: list[str] -> list[str]
+
+
+def _parse_decoder(ctx, d, where, steps):
+    if d is None:
+        return
+    t = _type_of(ctx, d, where)
+    if t == "Sequence":
+        for i, sub in enumerate(ctx.get(d, "decoders", where, list)):
+            _parse_decoder(ctx, sub, f"{where}.decoders[{i}]", steps)
+    elif t == "ByteLevel":
+        steps.append(("bytelevel", None))
+    elif t == "ByteFallback":
+        steps.append(("bytefallback", None))
+    elif t == "Fuse":
+        steps.append(("fuse", None))
+    elif t == "Replace":
+        is_re, text = ctx.pattern(d, where)
+        pat = _Pattern(ctx, is_re, text, f"{where}.pattern").check()
+        steps.append(("replace", (pat, ctx.get(d, "content", where, str))))
+    elif t == "Strip":
+        steps.append(("strip", (ctx.char(d, "content", where), ctx.get(d, "start", where, int),
+                                ctx.get(d, "stop", where, int))))
+    elif t == "Metaspace":
+        rep = ctx.char(d, "replacement", where)
+        aps = ctx.get(d, "add_prefix_space", where, bool, default=None)
+        scheme = ctx.get(d, "prepend_scheme", where, str, default="always")
+        if scheme not in ("always", "first", "never"):
+            raise ctx.bad(f"{where}.prepend_scheme", f"unknown scheme {scheme!r}")
+        if aps is False:
+            if scheme != "never":
+                raise ctx.bad(f"{where}.add_prefix_space", "add_prefix_space does not match declared "
+                                                           "prepend_scheme")
+        steps.append(("metaspace", (rep, scheme)))
+    elif t == "WordPiece":
+        steps.append(("wordpiece", (ctx.get(d, "prefix", where, str, default="##"),
+                                    ctx.get(d, "cleanup", where, bool, default=True))))
+    elif t == "BPEDecoder":
+        steps.append(("bpe", ctx.get(d, "suffix", where, str, default="</w>")))
+    else:
+        raise ctx.unsupported(f"{where}.type={t}")
+
+
+_BYTE_TOKEN = re.compile(r"<0x(\+?[0-9A-Fa-f]{1,2})>")
+
+
+def _flush_bytes(buf, out):
+    try:
+        out.append(bytes(buf).decode("utf-8"))
+    except UnicodeDecodeError:
+        out.extend("\ufffd" for _ in buf)
+    buf.clear()
+
+
+def _wordpiece_cleanup(s):
+    for a, b in ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
+                 (" 'm", "'m"), (" do not", " don't"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")):
+        s = s.replace(a, b)
+    return s
+
+
+def _decode_step(step, tokens: List[str]) -> List[str]:
+    kind, arg = step
+    if kind == "bytelevel":
+        parts = []
+        for t in tokens:
+            b = _bl_unmap(t)
+            parts.append(b if b is not None else t.encode("utf-8"))
+        return [b"".join(parts).decode("utf-8", "replace")]
+    if kind == "bytefallback":
+        out, buf = [], bytearray()
+        for t in tokens:
+            m = _BYTE_TOKEN.fullmatch(t) if len(t) <= 6 else None
+            if m is not None and len(t.encode("utf-8")) == 6:
+                buf.append(int(m.group(1), 16))
+                continue
+            if buf:
+                _flush_bytes(buf, out)
+            out.append(t)
+        if buf:
+            _flush_bytes(buf, out)
+        return out
+    if kind == "fuse":
+        return ["".join(tokens)]
+    if kind == "replace":
+        pat, content = arg
+        return [pat.replace(t, content) for t in tokens]
+    if kind == "strip":
+        ch, start, stop = arg
+        out = []
+        for t in tokens:
+            n = len(t)
+            a = 0
+            for i in range(min(start, n)):
+                if t[i] == ch:
+                    a = i + 1
+                else:
+                    break
+            b = n
+            for i in range(stop):
+                k = n - i - 1
+                if k < 0:
+                    break
+                if t[k] == ch:
+                    b = k
+                else:
+                    break
+            out.append(t[a:b] if b >= a else "")
+        return out
+    if kind == "metaspace":
+        rep, scheme = arg
+        out = []
+        for i, t in enumerate(tokens):
+            if i == 0 and scheme != "never":
+                out.append(t.replace(rep, ""))
+            else:
+                out.append(t.replace(rep, " "))
+        return out
+    if kind == "wordpiece":
+        prefix, cleanup = arg
+        out = []
+        for i, t in enumerate(tokens):
+            if i != 0:
+                t = t[len(prefix):] if t.startswith(prefix) else " " + t
+            if cleanup:
+                t = _wordpiece_cleanup(t)
+            out.append(t)
+        return out
+    if kind == "bpe":
+        n = len(tokens) - 1
+        return [t.replace(arg, "" if i == n else " ") for i, t in enumerate(tokens)]
+    raise AssertionError(kind)  # pragma: no cover
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Added tokens: HF's AddedVocabulary
+
+
+class _AddedToken:
+    __slots__ = ("content", "single_word", "lstrip", "rstrip", "normalized", "special")
+
+    def __init__(self, content, single_word, lstrip, rstrip, normalized, special):
+        self.content = content
+        self.single_word = single_word
+        self.lstrip = lstrip
+        self.rstrip = rstrip
+        self.normalized = normalized
+        self.special = special
+
+    def key(self):
+        return (self.content, self.single_word, self.lstrip, self.rstrip, self.normalized, self.special)
+
+
+def _trie_regex(strings):
+    """A regex that finds the leftmost-longest occurrence of any of `strings` (a trie, longer paths first)."""
+    END = ""
+    trie: dict = {}
+    for s in strings:
+        node = trie
+        for ch in s:
+            node = node.setdefault(ch, {})
+        node[END] = True
+
+    def emit(node):
+        alts = [re.escape(ch) + emit(sub) for ch, sub in sorted((k, v) for k, v in node.items() if k != END)]
+        terminal = END in node
+        if not alts:
+            return ""
+        if len(alts) == 1 and not terminal:
+            return alts[0]
+        return "(?:" + "|".join(alts) + ("|" if terminal else "") + ")"
+
+    return re.compile(emit(trie), re.DOTALL)
+
+
+class _Matcher:
+    def __init__(self, pairs):
+        self.ids = {}
+        for s, tid in pairs:
+            self.ids[s] = tid
+        self.re = _trie_regex(list(self.ids))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class _SpecialBytes(bytes):
+    """Bytes of a special token (skipped by decode(skip_special_tokens=True))."""
+
+
+class HFPipeline:
+    """HF's encode and decode for one tokenizer.json (see module docstring)."""
+
+    def __init__(self, *, path, core, vocab, vocab_r, added_r, added_map, special_set, normalized_cache,
+                 norm_ops, pretok_steps, post, dec_steps, fast_kind, fast_prefix_space, whole_metaspace,
+                 char_level, mapped_pieces_final):
+        self.path = path
+        self.core = core
+        self._vocab = vocab
+        self._vocab_r = vocab_r
+        self._added_r = added_r
+        self._added_map = added_map
+        self._special_set = special_set
+        self._normalized_cache = normalized_cache
+        self._norm_ops = norm_ops
+        self._pretok_steps = pretok_steps
+        self._post = post
+        self._dec_steps = dec_steps
+        self._fast_kind = fast_kind
+        self._fast_prefix_space = fast_prefix_space
+        self._whole_metaspace = whole_metaspace
+        self._char_level = char_level
+        self._mapped_final = mapped_pieces_final
+        raw = [(t.content, i) for i, t in added_r.items() if not t.normalized]
+        norm = [(normalized_cache.get(i, t.content), i) for i, t in added_r.items() if t.normalized]
+        self._raw_matcher = _Matcher(raw) if raw else None
+        self._norm_matcher = _Matcher(norm) if norm else None
+        self.added_tokens: Dict[str, int] = dict(added_map)
+        self.special_tokens: Dict[str, int] = {c: added_map[c] for c in added_map if c in special_set}
+        ids = list(vocab_r) + list(added_r)
+        self.n_vocab = (max(ids) + 1) if ids else 0
+        if fast_kind is not None:
+            mod = _patterns_module()
+            names = getattr(mod, "KIND_NAMES", {}) if mod is not None else {}
+            self.pretokenizer = f"hf+{names.get(fast_kind, fast_kind)}"
+        elif whole_metaspace is not None or not pretok_steps:
+            self.pretokenizer = "hf+whole"
+        else:
+            self.pretokenizer = "hf+python"
+        self._bytelevel_only = dec_steps == [("bytelevel", None)]
+        self._id_bytes: Dict[int, bytes] = {}
+
+    # ---- lookups ----
+    def id_to_token(self, i: int) -> Optional[str]:
+        """HF's Tokenizer.id_to_token: an added token's (normalized, if it is matched normalized) form, else the
+        model's token string (byte-level strings for ByteLevel vocabularies)."""
+        return self._token_str(i)
+
+    def token_to_id(self, s: str) -> Optional[int]:
+        if s in self._added_map:
+            return self._added_map[s]
+        return self._vocab.get(s)
+
+    # ---- encode ----
+    def _find_added(self, s: str, matcher: _Matcher, skip_special: bool):
+        """AddedVocabulary::find_matches -> [(start, end, id or None)] (ranges may overlap after rstrip)."""
+        out = []
+        start_offset = 0
+        added_r = self._added_r
+        special = self._special_set
+        n = len(s)
+        for m in matcher.re.finditer(s):
+            start, stop = m.span()
+            tid = matcher.ids[m.group()]
+            tok = added_r[tid]
+            if skip_special and tok.content in special:
+                continue
+            if tok.single_word:
+                if start > 0 and _is_word_char(s[start - 1]):
+                    continue
+                if stop < n and _is_word_char(s[stop]):
+                    continue
+            if tok.lstrip:
+                ns = start
+                while ns > 0 and s[ns - 1] in _WS:
+                    ns -= 1
+                start = max(ns, start_offset)
+            if tok.rstrip:
+                while stop < n and s[stop] in _WS:
+                    stop += 1
+            if start_offset < start:
+                out.append((start_offset, start, None))
+            out.append((start, stop, tid))
+            start_offset = stop
+        if start_offset != n:
+            out.append((start_offset, n, None))
+        return out
+
+    def _segments(self, text: str, skip_special: bool):
+        """-> list of (normalized text, first) or int (an added token id), in order."""
+        if self._raw_matcher is not None and text:
+            step1 = []
+            for a, b, tid in self._find_added(text, self._raw_matcher, skip_special):
+                if tid is not None:
+                    step1.append(tid)
+                elif b > a:
+                    step1.append((text[a:b], a == 0))
+        else:
+            step1 = [(text, True)] if text else []
+        out = []
+        ops = self._norm_ops
+        nm = self._norm_matcher
+        for seg in step1:
+            if isinstance(seg, int):
+                out.append(seg)
+                continue
+            s, first = seg
+            if ops:
+                s, shifted = _apply_normalizer(ops, s)
+                if shifted:
+                    first = False
+            if not s:
+                continue
+            if nm is None:
+                out.append((s, first))
+                continue
+            for a, b, tid in self._find_added(s, nm, skip_special):
+                if tid is not None:
+                    out.append(tid)
+                elif b > a:
+                    out.append((s[a:b], first and a == 0))
+        return out
+
+    def _pretokenize(self, s: str, first: bool) -> List[bytes]:
+        pieces = [(s, first)]
+        for step in self._pretok_steps:
+            pieces = _run_step(step, pieces)
+            if not pieces:
+                return []
+        if self._mapped_final:
+            out = []
+            for p, _ in pieces:
+                b = _bl_unmap(p)
+                if b is None:  # pragma: no cover - excluded at load
+                    raise ValueError(f"piece {p!r} is not byte-level")
+                out.append(b)
+            return out
+        return [p.encode("utf-8") for p, _ in pieces]
+
+    def _encode_segment(self, s: str, first: bool, out: List[int]):
+        core = self.core
+        if self._fast_kind is not None:
+            if self._fast_prefix_space and not s.startswith(" "):
+                s = " " + s
+            out += core.encode_ordinary(s.encode("utf-8"))
+            return
+        wm = self._whole_metaspace
+        if wm is not None:
+            rep, scheme = wm
+            s = s.replace(" ", rep)
+            if (scheme == "always" or (scheme == "first" and first)) and not s.startswith(rep):
+                s = rep + s
+            out += core.encode_pieces([s.encode("utf-8")])
+            return
+        if not self._pretok_steps:
+            out += core.encode_pieces([s.encode("utf-8")])
+            return
+        pieces = self._pretokenize(s, first)
+        if pieces:
+            out += core.encode_pieces(pieces)
+
+    def encode(self, text: str, *, recognise_special: bool, add_special_tokens: bool = False) -> List[int]:
+        """recognise_special=True: `hf.encode(text, add_special_tokens=...).ids`;
+        False: the same with `hf.encode_special_tokens = True` (special added tokens are encoded as text;
+        non-special added tokens are still recognised, as in HF)."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be str, not {type(text).__name__}")
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise ValueError(
+                    f"text holds a lone surrogate {text[e.start]!r} at index {e.start}; it is not valid Unicode "
+                    "text (HF tokenizers refuses it too, with TypeError)") from None
+        out: List[int] = []
+        for seg in self._segments(text, not recognise_special):
+            if isinstance(seg, int):
+                out.append(seg)
+            else:
+                self._encode_segment(seg[0], seg[1], out)
+        if add_special_tokens:
+            out = self.post_process(out)
+        return out
+
+    def post_process(self, ids: List[int]) -> List[int]:
+        """The post-processor's special tokens around an encoded sequence (add_special_tokens=True)."""
+        ids = list(ids)
+        for before, after in self._post:
+            ids = before + ids + after
+        return ids
+
+    # ---- decode ----
+    def _token_str(self, i):
+        t = self._added_r.get(i)
+        if t is not None:
+            return self._normalized_cache.get(i, t.content)
+        return self._vocab_r.get(i)
+
+    def _decode_bytelevel(self, ids, skip_special_tokens):
+        """The ByteLevel decoder alone: each token's bytes (its UTF-8 when it is not byte-level), joined, then
+        decoded with replacement, exactly as HF; token bytes are cached per id."""
+        cache = self._id_bytes
+        special = self._special_set
+        parts = []
+        for i in ids:
+            b = cache.get(i)
+            if b is None:
+                t = self._token_str(int(i))
+                if t is None:
+                    b = b""
+                else:
+                    u = _bl_unmap(t)
+                    b = u if u is not None else t.encode("utf-8")
+                    if t in special:
+                        b = _SpecialBytes(b)
+                if len(cache) < 1_000_000:
+                    cache[i] = b
+            if skip_special_tokens and type(b) is _SpecialBytes:
+                continue
+            parts.append(b)
+        return b"".join(parts).decode("utf-8", "replace")
+
+    def decode(self, ids, *, skip_special_tokens: bool = False) -> str:
+        """HF's Tokenizer.decode(ids, skip_special_tokens=...): unknown ids are skipped, as HF does."""
+        if self._bytelevel_only:
+            return self._decode_bytelevel(ids, skip_special_tokens)
+        special = self._special_set
+        tokens = []
+        for i in ids:
+            t = self._token_str(int(i))
+            if t is None or (skip_special_tokens and t in special):
+                continue
+            tokens.append(t)
+        if not self._dec_steps:
+            return " ".join(tokens)
+        for step in self._dec_steps:
+            tokens = _decode_step(step, tokens)
+        return "".join(tokens)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Loading
+
+
+def _parse_model(ctx, m):
+    m = ctx.obj(m, "model")
+    t = m.get("type")
+    if t is not None and t != "BPE":
+        raise ctx.unsupported(f"model.type={t}")
+    if t is None and not ("vocab" in m and "merges" in m):
+        raise ctx.unsupported("model without type (not a BPE model: no vocab/merges)")
+    dropout = m.get("dropout")
+    if dropout is not None:
+        if not isinstance(dropout, (int, float)) or isinstance(dropout, bool):
+            raise ctx.bad("model.dropout", f"expected a number or null, got {json.dumps(dropout)[:40]}")
+        if not 0.0 <= dropout <= 1.0:
+            raise ctx.bad("model.dropout", f"dropout {dropout} outside [0, 1]")
+        if dropout != 0:
+            raise ctx.unsupported(f"model.dropout={dropout} (BPE dropout is random)")
+    unk = ctx.get(m, "unk_token", "model", str, default=None)
+    for key in ("continuing_subword_prefix", "end_of_word_suffix"):
+        v = ctx.get(m, key, "model", str, default=None)
+        if v:
+            raise ctx.unsupported(f"model.{key}={v!r}")
+    fuse_unk = ctx.get(m, "fuse_unk", "model", bool, default=False)
+    byte_fallback = ctx.get(m, "byte_fallback", "model", bool, default=False)
+    ignore_merges = ctx.get(m, "ignore_merges", "model", bool, default=False)
+    vocab = ctx.get(m, "vocab", "model", dict)
+    vals = vocab.values()
+    if not (all(type(v) is int for v in vals) and (not vocab or (min(vals) >= 0 and max(vals) <= 0xFFFFFFFF))):
+        for k, v in vocab.items():
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0 or v > 0xFFFFFFFF:
+                raise ctx.bad(f"model.vocab[{k!r}]", f"expected a non-negative integer id, got {json.dumps(v)[:40]}")
+    merges_raw = ctx.get(m, "merges", "model", list)
+    merges = []
+    if merges_raw:
+        legacy = isinstance(merges_raw[0], str)
+        try:
+            if legacy:
+                lines = [e for e in merges_raw if not e.startswith("#version")]
+                big = "\n".join(lines)
+                if big.count(" ") != len(lines) or big.count("\n") != len(lines) - 1:
+                    raise ValueError  # a token holds a space or a newline: let the slow path judge
+                parts = big.replace(" ", "\n").split("\n")
+                left, right = parts[0::2], parts[1::2]
+            else:
+                if not all(type(e) is list and len(e) == 2 for e in merges_raw):
+                    raise ValueError
+                left = [e[0] for e in merges_raw]
+                right = [e[1] for e in merges_raw]
+                if not (all(type(x) is str for x in left) and all(type(x) is str for x in right)):
+                    raise ValueError
+            get = vocab.get
+            li = list(map(get, left))
+            ri = list(map(get, right))
+            mi = list(map(get, map(operator.add, left, right)))
+            if None in li or None in ri or None in mi:
+                raise ValueError
+            merges = list(zip(li, ri))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            merges = None
+        if merges is None:
+            _merge_error(ctx, vocab, merges_raw, legacy)
+    if unk is not None and unk not in vocab:
+        unk_id = -1  # HF fails only when an unknown character actually needs it
+    else:
+        unk_id = vocab[unk] if unk is not None else -1
+    return dict(vocab=vocab, merges=merges, unk_id=unk_id, fuse_unk=fuse_unk, byte_fallback=byte_fallback,
+                ignore_merges=ignore_merges)
+
+
+def _merge_error(ctx, vocab, merges_raw, legacy):
+    """Find and report the first bad entry of model.merges (the fast path above only knows one exists)."""
+    for i, e in enumerate(merges_raw):
+        if legacy:
+            if not isinstance(e, str):
+                raise ctx.bad(f"model.merges[{i}]", f"expected a string \"a b\" like the others, got "
+                                                    f"{json.dumps(e)[:60]}")
+            if e.startswith("#version"):
+                continue
+            parts = e.split(" ")
+            if len(parts) != 2:
+                raise ctx.bad(f"model.merges[{i}]", f"expected two tokens separated by one space, got {e!r}")
+            a, b = parts
+        else:
+            if not (isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and isinstance(e[1], str)):
+                raise ctx.bad(f"model.merges[{i}]", f"expected [\"a\", \"b\"], got {json.dumps(e)[:60]}")
+            a, b = e
+        if a not in vocab:
+            raise ctx.bad(f"model.merges[{i}]", f"token {a!r} is not in model.vocab")
+        if b not in vocab:
+            raise ctx.bad(f"model.merges[{i}]", f"token {b!r} is not in model.vocab")
+        if a + b not in vocab:
+            raise ctx.bad(f"model.merges[{i}]", f"merged token {a + b!r} is not in model.vocab")
+    raise ctx.bad("model.merges", "invalid entry")  # pragma: no cover
+
+
+def _parse_added(ctx, lst):
+    out = []
+    for i, d in enumerate(lst):
+        w = f"added_tokens[{i}]"
+        d = ctx.obj(d, w)
+        ctx.get(d, "id", w, int)
+        content = ctx.get(d, "content", w, str)
+        flags = [ctx.get(d, k, w, bool, default=False) for k in ("single_word", "lstrip", "rstrip")]
+        special = ctx.get(d, "special", w, bool, default=False)
+        normalized = ctx.get(d, "normalized", w, bool, default=not special)
+        out.append(_AddedToken(content, flags[0], flags[1], flags[2], normalized, special))
+    return out
+
+
+def _default_core_factory():
+    from ctok._encoder import CoreEncoder
+    return CoreEncoder
+
+
+def load_tokenizer_json(path, config=None, *, core_factory=None):
+    """Parse a HF tokenizer.json (BPE) -> (VocabSpec, HFPipeline).
+
+    `config`: the parsed sibling tokenizer_config.json, or None (kept in spec.extra; HF's Tokenizer ignores it).
+    `core_factory`: the CoreEncoder class (default `ctok._encoder.CoreEncoder`); tests may pass a stand-in.
+    """
+    ctx = _Ctx(path)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise VocabFormatError(path, f"cannot read: {e}") from None
+    try:
+        d = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise VocabFormatError(path, f"not valid JSON: {e}") from None
+    d = ctx.obj(d, "(top level)")
+    if "version" in d and d["version"] != "1.0":
+        raise ctx.bad("version", f"unknown tokenizer version {d['version']!r}")
+    for key in ("truncation", "padding"):
+        if d.get(key) is not None:
+            raise ctx.unsupported(f"{key} (non-null {key} changes encode output)")
+    if "model" not in d:
+        raise ctx.bad("model", "missing")
+    model = _parse_model(ctx, d["model"])
+    vocab = model["vocab"]
+
+    norm_ops: list = []
+    _parse_normalizer(ctx, d.get("normalizer"), "normalizer", norm_ops)
+    pretok_steps: list = []
+    _parse_pretok(ctx, d.get("pre_tokenizer"), "pre_tokenizer", pretok_steps)
+    added_list = _parse_added(ctx, ctx.get(d, "added_tokens", "", list, default=[]))
+    post = _parse_post(ctx, d.get("post_processor"), "post_processor", vocab)
+    dec_steps: list = []
+    _parse_decoder(ctx, d.get("decoder"), "decoder", dec_steps)
+
+    # Steps after ByteLevel see byte-level strings; only pure splitters may follow it.
+    bl_index = next((i for i, s in enumerate(pretok_steps) if s[0] == "bytelevel"), None)
+    byte_level = bl_index is not None
+    if byte_level:
+        for s in pretok_steps[bl_index + 1:]:
+            if s[0] not in _SPLIT_ONLY:
+                raise ctx.unsupported(f"pre_tokenizer: {s[0]} after ByteLevel")
+    mapped_final = byte_level and bl_index < len(pretok_steps) - 1
+    if byte_level and not mapped_final:
+        # ByteLevel is the last step: its pieces' raw bytes are simply their UTF-8; no mapping needed.
+        aps, use_regex, _ = pretok_steps[bl_index][1]
+        pretok_steps[bl_index] = ("bytelevel", (aps, use_regex, False))
+
+    # ---- vocabulary: token bytes ----
+    vocab_r: Dict[int, str] = {}
+    for s, i in vocab.items():
+        vocab_r[i] = s  # a duplicated id keeps one string, as HF's reverse map does
+    size = (max(vocab_r) + 1) if vocab_r else 0
+    token_bytes: List[Optional[bytes]] = [None] * size
+    for i, s in vocab_r.items():
+        token_bytes[i] = _bl_unmap(s) if byte_level else s.encode("utf-8")
+    # HF keeps the last rank of a repeated merge; drop merges whose parts are not byte strings.
+    merges = model["merges"]
+    last = dict(zip(merges, range(len(merges))))
+    if len(last) != len(merges):
+        merges = [pr for r, pr in enumerate(merges) if last[pr] == r]
+    holes = {i for i, b in enumerate(token_bytes) if b is None}
+    if holes:
+        merges = [pr for pr in merges if pr[0] not in holes and pr[1] not in holes]
+
+    # ---- added tokens: HF's id assignment (ids in the file are only checked, not used) ----
+    model_size = len(vocab)
+    added_map: Dict[str, int] = {}
+    added_r: Dict[int, _AddedToken] = {}
+    special_set = set()
+    normalized_cache: Dict[int, str] = {}
+    next_id = model_size
+    for tok in added_list:
+        if not tok.content:
+            continue
+        if tok.content in added_map:
+            prev = added_r.get(added_map[tok.content])
+            if prev is not None and prev.key() == tok.key():
+                continue
+        if tok.content in added_map:
+            new_id = added_map[tok.content]
+        elif tok.content in vocab:
+            new_id = vocab[tok.content]
+        else:
+            new_id = next_id
+            next_id += 1
+        if tok.normalized and norm_ops:
+            normed, _ = _apply_normalizer(norm_ops, tok.content)
+            if normed != tok.content:
+                normalized_cache[new_id] = normed
+        added_map[tok.content] = new_id
+        if tok.special:
+            special_set.add(tok.content)
+        added_r[new_id] = tok
+
+    # ---- native fast paths ----
+    fast_kind = None
+    fast_prefix_space = False
+    whole_metaspace = None
+    kinds = [s[0] for s in pretok_steps]
+    if kinds == ["bytelevel"] and pretok_steps[0][1][1]:
+        fast_kind = _recognise([GPT2_BYTELEVEL_PATTERN])
+        fast_prefix_space = pretok_steps[0][1][0]
+    elif kinds and all(k == "split" for k in kinds[:-1]) and kinds[-1] in ("split", "bytelevel"):
+        splits = pretok_steps if kinds[-1] == "split" else pretok_steps[:-1]
+        last_ok = kinds[-1] == "split" or pretok_steps[-1][1][:2] == (False, False)
+        if splits and last_ok and all(s[1][1] == "Isolated" and not s[1][2] for s in splits):
+            fast_kind = _recognise([s[1][3] for s in splits])
+    elif kinds == ["metaspace"] and not pretok_steps[0][1][2]:
+        rep, scheme, _ = pretok_steps[0][1]
+        whole_metaspace = (rep, scheme)
+
+    factory = core_factory or _default_core_factory()
+    core_kwargs = dict(pretok_kind=fast_kind or 0, char_level=not byte_level,
+                       byte_fallback=model["byte_fallback"], unk_id=model["unk_id"], fuse_unk=model["fuse_unk"],
+                       ignore_merges=model["ignore_merges"])
+    extra_bytes = {i: t.content.encode("utf-8") for i, t in added_r.items()
+                   if i >= size or token_bytes[i] is None}
+    try:
+        core = factory(token_bytes, merges, special_bytes=extra_bytes, **core_kwargs)
+    except TypeError:
+        core = factory(token_bytes, merges, **core_kwargs)
+
+    pipeline = HFPipeline(
+        path=str(path), core=core, vocab=vocab, vocab_r=vocab_r, added_r=added_r, added_map=added_map,
+        special_set=special_set, normalized_cache=normalized_cache, norm_ops=norm_ops, pretok_steps=pretok_steps,
+        post=post, dec_steps=dec_steps, fast_kind=fast_kind, fast_prefix_space=fast_prefix_space,
+        whole_metaspace=whole_metaspace, char_level=not byte_level, mapped_pieces_final=mapped_final)
+
+    from ctok.vocab import VocabSpec
+
+    base = os.path.basename(str(path))
+    parent = os.path.basename(os.path.dirname(os.path.abspath(str(path))))
+    name = parent if base == "tokenizer.json" and parent else os.path.splitext(base)[0]
+    split_patterns = [s[1][3] for s in pretok_steps if s[0] == "split"]
+    if kinds == ["bytelevel"] and pretok_steps[0][1][1]:
+        split_patterns = [GPT2_BYTELEVEL_PATTERN]
+    spec = VocabSpec(
+        name=name, source=str(path), token_bytes=token_bytes, merges=merges,
+        special_tokens=dict(pipeline.special_tokens),
+        pattern=split_patterns[0] if len(split_patterns) == 1 else None,
+        explicit_n_vocab=pipeline.n_vocab,
+        extra={"format": "hf-tokenizer.json", "added_tokens": dict(pipeline.added_tokens),
+               "split_patterns": split_patterns, "byte_level": byte_level,
+               "byte_fallback": model["byte_fallback"], "ignore_merges": model["ignore_merges"],
+               "unk_id": model["unk_id"], "config": config},
+    )
+    return spec, pipeline

@@ -1,0 +1,332 @@
+"""The public API beyond single-text exactness (issue 2): batches, flat arrays, segments, streaming, pickling,
+threads. Expected values come from tiktoken (the reference), never from ctok itself."""
+import pickle
+import random
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from _shared import FAMILY_BY_ID, adversarial_dict, assert_same_ids, corpus_names, corpus_text, reference_encoding
+
+ctok = pytest.importorskip("ctok")
+np = pytest.importorskip("numpy")
+pytest.importorskip("tiktoken")
+
+
+def sample_texts():
+    texts = [corpus_text(n, 3_000) for n in corpus_names()]
+    texts += [t for n, t in adversarial_dict().items() if not n.startswith("run-")][:60]
+    texts += ["", " ", "hello world", "a" * 5000]
+    return texts
+
+
+# --------------------------------------------------------------------------------------------------------------
+# list / get
+
+
+def test_list_encodings():
+    names = ctok.list_encodings()
+    assert isinstance(names, list)
+    assert all(isinstance(n, str) for n in names)
+    assert "o200k_base" in names and "cl100k_base" in names
+    assert len(set(names)) == len(names)
+
+
+def test_get_encoding_unknown_name():
+    with pytest.raises((ValueError, KeyError)):
+        ctok.get_encoding("no_such_encoding_xyz")
+
+
+def test_get_encoding_basic(o200k, o200k_ref):
+    assert o200k.name == "o200k_base"
+    assert o200k.encode("hello world") == o200k_ref.encode("hello world")
+    assert o200k.decode(o200k_ref.encode("hello world")) == "hello world"
+    assert isinstance(o200k.pretokenizer, str) and o200k.pretokenizer
+
+
+def test_load_accepts_pathlike():
+    family = FAMILY_BY_ID["cl100k_base"]
+    ref = reference_encoding(family.folder)
+    enc = ctok.load(family.source_file())  # a pathlib.Path
+    assert enc.encode_ordinary("Path objects work too.") == ref.encode_ordinary("Path objects work too.")
+
+
+def test_encode_returns_list_of_int(o200k):
+    ids = o200k.encode("hello world")
+    assert type(ids) is list and all(type(i) is int for i in ids)
+    ids = o200k.encode_ordinary("hello world")
+    assert type(ids) is list and all(type(i) is int for i in ids)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# batches
+
+
+@pytest.mark.parametrize("num_threads", [None, 1, 2, 4, 16])
+def test_encode_batch(o200k, o200k_ref, num_threads):
+    texts = sample_texts()
+    got = o200k.encode_batch(texts, num_threads=num_threads)
+    assert len(got) == len(texts)
+    safe = [t for t in texts if "<|endoftext|>" not in t and "<|endofprompt|>" not in t]
+    got = o200k.encode_batch(safe, num_threads=num_threads)
+    for t, g in zip(safe, got):
+        assert_same_ids(g, o200k_ref.encode(t), t)
+    got = o200k.encode_ordinary_batch(texts, num_threads=num_threads)
+    assert len(got) == len(texts)
+    for t, g in zip(texts, got):
+        assert_same_ids(g, o200k_ref.encode_ordinary(t), t)
+    got = o200k.encode_batch(texts, num_threads=num_threads, allowed_special="all")
+    for t, g in zip(texts, got):
+        assert_same_ids(g, o200k_ref.encode(t, allowed_special="all"), t)
+
+
+def test_encode_batch_empty(o200k):
+    assert o200k.encode_batch([]) == []
+    assert o200k.encode_ordinary_batch([]) == []
+    assert o200k.encode_batch([], num_threads=4) == []
+    assert o200k.encode_batch([""]) == [[]]
+    assert o200k.decode_batch([]) == []
+
+
+def test_encode_batch_generator_and_tuple(o200k, o200k_ref):
+    texts = ("alpha beta", "gamma", "")
+    exp = [o200k_ref.encode(t) for t in texts]
+    assert o200k.encode_batch(texts) == exp
+    assert o200k.encode_ordinary_batch(t for t in texts) == exp
+
+
+def test_encode_batch_disallowed_special_raises(o200k):
+    texts = ["fine"] * 20 + ["bad <|endoftext|>"]
+    with pytest.raises(ValueError):
+        o200k.encode_batch(texts, num_threads=2)
+    with pytest.raises(ValueError):
+        o200k.encode_batch_flat(texts, num_threads=2)
+
+
+@pytest.mark.parametrize("num_threads", [None, 1, 3])
+def test_encode_batch_flat(o200k, o200k_ref, num_threads):
+    texts = [t for t in sample_texts() if "<|endoftext|>" not in t and "<|endofprompt|>" not in t]
+    ids, offsets = o200k.encode_batch_flat(texts, num_threads=num_threads)
+    assert isinstance(ids, np.ndarray) and ids.dtype == np.uint32 and ids.ndim == 1
+    assert isinstance(offsets, np.ndarray) and offsets.dtype == np.int64 and offsets.ndim == 1
+    assert len(offsets) == len(texts) + 1
+    assert offsets[0] == 0 and offsets[-1] == len(ids)
+    assert (np.diff(offsets) >= 0).all()
+    for i, t in enumerate(texts):
+        assert_same_ids(ids[offsets[i]:offsets[i + 1]].tolist(), o200k_ref.encode(t), t)
+
+
+def test_encode_batch_flat_special_and_empty(o200k, o200k_ref):
+    texts = ["a<|endoftext|>b", "", "<|endofprompt|>"]
+    ids, offsets = o200k.encode_batch_flat(texts, allowed_special="all")
+    assert offsets.tolist()[0] == 0 and len(offsets) == 4
+    for i, t in enumerate(texts):
+        assert ids[offsets[i]:offsets[i + 1]].tolist() == o200k_ref.encode(t, allowed_special="all")
+    ids, offsets = o200k.encode_batch_flat([])
+    assert ids.dtype == np.uint32 and len(ids) == 0
+    assert offsets.dtype == np.int64 and offsets.tolist() == [0]
+    ids, offsets = o200k.encode_batch_flat(["", ""])
+    assert len(ids) == 0 and offsets.tolist() == [0, 0, 0]
+
+
+def test_decode_batch(o200k, o200k_ref):
+    texts = sample_texts()
+    batch = [o200k_ref.encode_ordinary(t) for t in texts]
+    got = o200k.decode_batch(batch)
+    assert got == [o200k_ref.decode(b) for b in batch]
+    assert o200k.decode_batch([[], [0]]) == ["", o200k_ref.decode([0])]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# count
+
+
+def test_count(o200k, o200k_ref):
+    for t in sample_texts():
+        if "<|endoftext|>" in t or "<|endofprompt|>" in t:
+            with pytest.raises(ValueError):
+                o200k.count(t)
+        else:
+            assert o200k.count(t) == len(o200k_ref.encode(t))
+        assert o200k.count(t, allowed_special="all") == len(o200k_ref.encode(t, allowed_special="all"))
+        assert o200k.count(t, disallowed_special=()) == len(o200k_ref.encode(t, disallowed_special=()))
+    assert o200k.count("") == 0
+
+
+def test_count_family_without_specials_shortcut(tmp_path):
+    """count must agree with encode also where ctok may take a counting shortcut."""
+    family = FAMILY_BY_ID["cl100k_base"]
+    ref = reference_encoding(family.folder)
+    enc = ctok.load(str(family.source_file()), pattern=family.recipe_data()["pat_str"], special_tokens={})
+    for t in sample_texts():
+        assert enc.count(t) == len(ref.encode_ordinary(t))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# segments
+
+
+def test_encode_segments(o200k, o200k_ref):
+    segs = [("<|endoftext|>system prompt", True), ("user says <|endoftext|> hi", False), ("", True), ("", False),
+            ("<|endofprompt|>", True), ("<|endofprompt|>", False)]
+    got = o200k.encode_segments(segs)
+    exp = []
+    for text, trusted in segs:
+        exp += o200k_ref.encode(text, allowed_special="all") if trusted else o200k_ref.encode_ordinary(text)
+    assert got == exp
+    eot = o200k_ref.eot_token
+    assert got.count(eot) == 1  # only the trusted one
+    assert o200k.encode_segments([]) == []
+
+
+def test_encode_segments_untrusted_never_special(o200k, o200k_ref):
+    specials = set(o200k_ref.special_tokens.values())
+    evil = "".join(o200k_ref.special_tokens) * 3
+    ids = o200k.encode_segments([(evil, False)])
+    assert not specials & set(ids)
+    assert ids == o200k_ref.encode_ordinary(evil)
+    ids = o200k.encode_segments(iter([("x", True), (evil, False), ("y", True)]))
+    assert not specials & set(ids)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# stream decoding
+
+
+def _stream(enc, ids):
+    dec = enc.stream_decoder()
+    out = []
+    for t in ids:
+        piece = dec.step(t)
+        assert isinstance(piece, str)
+        out.append(piece)
+    out.append(dec.flush())
+    return out
+
+
+def test_stream_decoder_random_ids(o200k, o200k_ref):
+    rng = random.Random(99)
+    valid = [i for i in range(o200k_ref.n_vocab) if o200k_ref.is_valid_id(i)]
+    for _ in range(200):
+        ids = [rng.choice(valid) for _ in range(rng.randrange(0, 40))]
+        assert "".join(_stream(o200k, ids)) == o200k_ref.decode(ids), ids
+
+
+def test_stream_decoder_splits_multibyte(o200k, o200k_ref):
+    text = "héllo 中文 😀👨‍👩‍👧 ok"
+    raw = text.encode("utf-8")
+    byte_ids = [o200k_ref.enc.encode_single_token(bytes([b])) for b in raw]  # one token per byte
+    parts = _stream(o200k, byte_ids)
+    assert "".join(parts) == text
+    # a character is emitted whole, once its last byte arrives, never as U+FFFD halves
+    assert all("\ufffd" not in p for p in parts)
+    # the normal encoding of the same text streams to the same text
+    assert "".join(_stream(o200k, o200k_ref.encode_ordinary(text))) == text
+
+
+def test_stream_decoder_incomplete_tail(o200k, o200k_ref):
+    raw = "中".encode("utf-8")
+    ids = [o200k_ref.enc.encode_single_token(raw[:1]), o200k_ref.enc.encode_single_token(raw[1:2])]
+    parts = _stream(o200k, ids)
+    assert "".join(parts) == o200k_ref.decode(ids)  # the unfinished character is flushed as a replacement
+    assert parts[-1] != "" or "".join(parts) == ""
+
+
+def test_stream_decoder_independent(o200k, o200k_ref):
+    a, b = o200k.stream_decoder(), o200k.stream_decoder()
+    ids = o200k_ref.encode_ordinary("first stream")
+    assert "".join(a.step(t) for t in ids) + a.flush() == "first stream"
+    assert b.flush() == ""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# pickling
+
+
+@pytest.mark.parametrize("how", ["get_encoding", "load_file", "load_tekken"])
+def test_pickle_small_and_roundtrip(how):
+    if how == "get_encoding":
+        enc = ctok.get_encoding("o200k_base")
+        ref = reference_encoding("o200k_base")
+    elif how == "load_file":
+        family = FAMILY_BY_ID["llama3-tiktoken"]
+        enc = ctok.load(str(family.source_file()))
+        ref = reference_encoding(family.folder)
+    else:
+        family = FAMILY_BY_ID["mistral-tekken"]
+        enc = ctok.load(str(family.source_file()))
+        ref = reference_encoding(family.folder)
+    data = pickle.dumps(enc)
+    assert len(data) < 10_000, f"pickle is {len(data)} bytes"
+    back = pickle.loads(data)
+    assert back.n_vocab == enc.n_vocab
+    assert back.special_tokens == enc.special_tokens
+    text = corpus_text("udhr_multilingual.txt", 5_000)
+    assert back.encode_ordinary(text) == ref.encode_ordinary(text)
+    assert back.encode(text, allowed_special="all") == ref.encode(text, allowed_special="all")
+    assert pickle.loads(pickle.dumps(enc, protocol=pickle.HIGHEST_PROTOCOL)).encode("x y") == ref.encode("x y")
+
+
+def test_pickle_explicit_pattern(tmp_path):
+    family = FAMILY_BY_ID["p50k_edit"]
+    r = family.recipe_data()
+    ref = reference_encoding(family.folder, family.recipe)
+    enc = ctok.load(str(family.source_file()), pattern=r["pat_str"], special_tokens=r["special_tokens"])
+    back = pickle.loads(pickle.dumps(enc))
+    assert len(pickle.dumps(enc)) < 10_000
+    assert back.special_tokens == ref.special_tokens
+    t = "x <|fim_prefix|> y"
+    assert back.encode(t, allowed_special="all") == ref.encode(t, allowed_special="all")
+
+
+def test_pickle_to_subprocess():
+    """An Encoding shipped to a worker process (multiprocessing) works there."""
+    import multiprocessing as mp
+
+    enc = ctok.get_encoding("cl100k_base")
+    ref = reference_encoding("cl100k_base")
+    texts = ["hello world", "tokenize me in a worker", "中文 and English"]
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        got = pool.starmap(_encode_in_worker, [(enc, t) for t in texts])
+    assert got == [ref.encode_ordinary(t) for t in texts]
+
+
+def _encode_in_worker(enc, text):
+    return enc.encode_ordinary(text)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# threads
+
+
+def test_threads_share_one_encoding(o200k, o200k_ref):
+    texts = [corpus_text(n, 20_000) for n in corpus_names()] * 3
+    exp = [o200k_ref.encode_ordinary(t) for t in texts]
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        got = list(pool.map(o200k.encode_ordinary, texts))
+    assert got == exp
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        decoded = list(pool.map(o200k.decode, exp))
+    assert decoded == [o200k_ref.decode(e) for e in exp]
+
+
+def test_threads_batch_inside_threads(cl100k, cl100k_ref):
+    texts = [corpus_text(n, 5_000) for n in corpus_names()]
+    exp = [cl100k_ref.encode_ordinary(t) for t in texts]
+    errors = []
+
+    def work():
+        try:
+            for _ in range(3):
+                assert cl100k.encode_ordinary_batch(texts, num_threads=2) == exp
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
