@@ -17,7 +17,7 @@ from .errors import (CtokError, DisallowedSpecialError, UnknownPatternError, Unk
 from .core import Encoding
 from .vocab import VocabSpec
 
-__all__ = ["load", "get_encoding", "list_encodings", "Encoding", "VocabSpec", "CtokError", "VocabFormatError",
+__all__ = ["load", "get_encoding", "list_encodings", "get_include", "Encoding", "VocabSpec", "CtokError", "VocabFormatError",
            "UnsupportedFeatureError", "UnknownPatternError", "DisallowedSpecialError", "UnknownTokenError"]
 __version__ = "0.1.0"
 
@@ -125,3 +125,8 @@ def get_encoding(name: str) -> Encoding:
 
 def list_encodings():
     return sorted(_EMBEDDED)
+
+
+def get_include() -> str:
+    """The folder holding ctok.h, for C/C++ code that uses the C API (see Encoding.c_api)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")

@@ -9,24 +9,40 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStri
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.long cimport PyLong_FromUnsignedLong
 from cpython.ref cimport Py_INCREF
+from cpython.object cimport PyObject
+from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetContext, PyCapsule_SetContext
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcpy
 
-from ctok._vocab cimport Vocab, NO_ID
+from ctok._vocab cimport Vocab, Tables, NO_ID
 from ctok._bpe cimport (IdVec, BpeScratch, BpeOptions, BPE_OK, idvec_free, idvec_reserve, scratch_init,
                         scratch_free, bpe_encode_piece)
 from ctok._pretok cimport next_piece_end, PRETOK_WHOLE
+from cpython.pycapsule cimport PyCapsule_Destructor
 
 from ctok.errors import UnknownTokenError
 
 
 cdef extern from "Python.h":
-    ctypedef struct PyObject
     PyObject* PyLong_FromUnsignedLong_ptr "PyLong_FromUnsignedLong"(unsigned long v) except NULL
     void Py_INCREF_ptr "Py_INCREF"(PyObject* o)
     void Py_DECREF_ptr "Py_DECREF"(PyObject* o)
     void PyList_SET_ITEM_ptr "PyList_SET_ITEM"(object lst, Py_ssize_t i, PyObject* o)
+
+
+cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, IdVec* out,
+                      BpeScratch* sc) noexcept nogil:
+    cdef Py_ssize_t pos = 0, end
+    cdef int rc
+    cdef int kind = st.pretok_kind
+    while pos < n:
+        end = n if kind == PRETOK_WHOLE else next_piece_end(kind, s, n, pos)
+        rc = bpe_encode_piece(st.tables, &st.opt, s + pos, end - pos, out, sc)
+        if rc != BPE_OK:
+            return rc
+        pos = end
+    return BPE_OK
 
 
 cdef class CoreEncoder:
@@ -37,13 +53,6 @@ cdef class CoreEncoder:
     ignore_merges: a piece that is itself a token is emitted whole; default True for tiktoken
     semantics (merges=None), False for merge lists (HF), where the file's `ignore_merges` decides.
     """
-    cdef readonly Vocab vocab
-    cdef BpeOptions opt
-    cdef readonly int pretok_kind
-    # One Python int per token id, made on first use and kept: building the result list then costs an
-    # INCREF per token instead of an allocation.  Filled and read only with the GIL held.
-    cdef PyObject** int_cache
-    cdef Py_ssize_t int_cache_size
 
     def __cinit__(self):
         self.int_cache = NULL
@@ -87,13 +96,16 @@ cdef class CoreEncoder:
             self.vocab = vocab
             merges = None if vocab.rank_merges else ()
         self.pretok_kind = pretok_kind
-        self.opt.char_level = char_level
-        self.opt.byte_fallback = byte_fallback
-        self.opt.unk_id = NO_ID if unk_id < 0 else <uint32_t>unk_id
-        self.opt.fuse_unk = fuse_unk
+        self.state.opt.char_level = char_level
+        self.state.opt.byte_fallback = byte_fallback
+        self.state.opt.unk_id = NO_ID if unk_id < 0 else <uint32_t>unk_id
+        self.state.opt.fuse_unk = fuse_unk
         if ignore_merges is None:
             ignore_merges = merges is None
-        self.opt.whole_piece_first = bool(ignore_merges)
+        self.state.opt.whole_piece_first = bool(ignore_merges)
+        self.state.tables = &self.vocab.t
+        self.state.pretok_kind = pretok_kind
+        self.state.c_api_ok = True
         if pretok_kind != PRETOK_WHOLE:
             # Fail at construction, not at the first encode, if the kind is unknown to the scanner.
             self._check_kind()
@@ -105,16 +117,15 @@ cdef class CoreEncoder:
         _pretok.split(self.pretok_kind, b"a")
 
     cdef int encode_into(self, const uint8_t* s, Py_ssize_t n, IdVec* out, BpeScratch* sc) noexcept nogil:
-        cdef Py_ssize_t pos = 0, end
-        cdef int rc
-        cdef int kind = self.pretok_kind
-        while pos < n:
-            end = n if kind == PRETOK_WHOLE else next_piece_end(kind, s, n, pos)
-            rc = bpe_encode_piece(&self.vocab.t, &self.opt, s + pos, end - pos, out, sc)
-            if rc != BPE_OK:
-                return rc
-            pos = end
-        return BPE_OK
+        return encode_state(&self.state, s, n, out, sc)
+
+    @property
+    def c_api_ok(self):
+        return self.state.c_api_ok
+
+    @c_api_ok.setter
+    def c_api_ok(self, bint ok):
+        self.state.c_api_ok = ok
 
     cdef int _encode_bytes(self, bytes data, IdVec* out, bint split) except -1:
         cdef const uint8_t* s = <const uint8_t*>PyBytes_AS_STRING(data)
@@ -126,7 +137,7 @@ cdef class CoreEncoder:
             if split:
                 rc = self.encode_into(s, n, out, &sc)
             else:
-                rc = bpe_encode_piece(&self.vocab.t, &self.opt, s, n, out, &sc)
+                rc = bpe_encode_piece(&self.vocab.t, &self.state.opt, s, n, out, &sc)
             scratch_free(&sc)
         if rc != BPE_OK:
             raise MemoryError()
@@ -284,3 +295,82 @@ cdef class CoreEncoder:
 
     def token_bytes(self, Py_ssize_t tid):
         return self.vocab.token_bytes(tid)
+
+
+# ---- C API (ctok/include/ctok.h) ----
+
+cdef int capi_encode(const void* encoder, const uint8_t* text, size_t length, uint32_t* out, size_t cap,
+                     size_t* n_out) noexcept nogil:
+    cdef const EncoderState* st = <const EncoderState*>encoder   # alive while the caller's capsule is
+    cdef IdVec ids
+    cdef BpeScratch sc
+    cdef int rc
+    if not st.c_api_ok:
+        n_out[0] = 0
+        return CTOK_ERR_UNSUPPORTED
+    ids.data = NULL; ids.size = 0; ids.cap = 0
+    scratch_init(&sc)
+    rc = encode_state(st, text, <Py_ssize_t>length, &ids, &sc)
+    scratch_free(&sc)
+    if rc != BPE_OK:
+        idvec_free(&ids)
+        n_out[0] = 0
+        return CTOK_ERR_NOMEM
+    n_out[0] = <size_t>ids.size
+    if <size_t>ids.size > cap:
+        idvec_free(&ids)
+        return CTOK_ERR_BUFFER
+    if ids.size:
+        memcpy(out, ids.data, ids.size * sizeof(uint32_t))
+    idvec_free(&ids)
+    return CTOK_OK
+
+
+cdef int capi_decode(const void* encoder, const uint32_t* ids, size_t n, uint8_t* out, size_t cap,
+                     size_t* n_out) noexcept nogil:
+    cdef const Tables* t = (<const EncoderState*>encoder).tables
+    cdef size_t i, total = 0, ln
+    for i in range(n):
+        if ids[i] >= <uint32_t>t.n_ids or t.kind[ids[i]] == 0:
+            n_out[0] = i
+            return CTOK_ERR_UNKNOWN_ID
+        total += t.offsets[ids[i] + 1] - t.offsets[ids[i]]
+    n_out[0] = total
+    if total > cap:
+        return CTOK_ERR_BUFFER
+    total = 0
+    for i in range(n):
+        ln = t.offsets[ids[i] + 1] - t.offsets[ids[i]]
+        memcpy(out + total, t.blob + t.offsets[ids[i]], ln)      # ids checked above, total <= cap
+        total += ln
+    return CTOK_OK
+
+
+cdef size_t capi_vocab_size(const void* encoder) noexcept nogil:
+    return <size_t>(<const EncoderState*>encoder).tables.n_ids
+
+
+cdef ctok_api CAPI
+CAPI.version = CTOK_API_VERSION
+CAPI.encode = capi_encode
+CAPI.decode = capi_decode
+CAPI.vocab_size = capi_vocab_size
+
+
+def c_api():
+    """PyCapsule "ctok.api" holding a pointer to the static `ctok_api` table (see ctok.h)."""
+    return PyCapsule_New(<void*>&CAPI, b"ctok.api", NULL)
+
+
+cdef void _release_handle(object capsule) noexcept:
+    cdef PyObject* ctx = <PyObject*>PyCapsule_GetContext(capsule)
+    if ctx != NULL:
+        Py_DECREF_ptr(ctx)
+
+
+def c_handle(CoreEncoder encoder):
+    """PyCapsule "ctok.encoder" pointing at `encoder`, holding a reference to it for its own lifetime."""
+    cap = PyCapsule_New(<void*>&encoder.state, b"ctok.encoder", <PyCapsule_Destructor>_release_handle)
+    Py_INCREF(encoder)
+    PyCapsule_SetContext(cap, <void*>encoder)
+    return cap

@@ -64,6 +64,9 @@ class Encoding:
                     spec.token_bytes, spec.merges, pretok_kind=kind,
                     special_bytes={v: k.encode("utf-8") for k, v in spec.special_tokens.items()})
         self._special_re_cache = {}
+        # The C API encodes ordinary text natively; files whose Python-level pipeline must run first
+        # (HF normalizers/added tokens, a regex fallback) are refused there with CTOK_ERR_UNSUPPORTED.
+        self._core.c_api_ok = hf_pipeline is None and self._split_fallback is None
 
     # ---- introspection ----
     def __repr__(self):
@@ -318,6 +321,17 @@ class Encoding:
         if self._hf is not None:
             return _WindowStreamDecoder(self, skip_special_tokens)
         return _ByteStreamDecoder(self, errors, skip_special_tokens)
+
+    # ---- embedding: C API (ctok/include/ctok.h) ----
+    def c_api(self):
+        """PyCapsule "ctok.api": the table of C functions (encode, decode, vocab_size) in ctok.h."""
+        from ._encoder import c_api
+        return c_api()
+
+    def c_handle(self):
+        """PyCapsule "ctok.encoder": the handle to pass to the C API; it keeps this encoder alive."""
+        from ._encoder import c_handle
+        return c_handle(self._core)
 
     # ---- pickling: by source and content hash, never by tables ----
     def __reduce__(self):

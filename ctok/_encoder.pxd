@@ -1,0 +1,55 @@
+# Contract of the native encoder (see _encoder.pyx), and the Cython-level API for embedding engines:
+#     from ctok._encoder cimport CoreEncoder, capi_encode, capi_decode
+# Another Cython extension can hold a CoreEncoder (Encoding._core) and call these without the GIL.
+from libc.stdint cimport uint8_t, uint32_t, int64_t
+from cpython.object cimport PyObject
+from ctok._vocab cimport Vocab, Tables
+from ctok._bpe cimport IdVec, BpeScratch, BpeOptions
+
+cdef extern from "include/ctok.h" nogil:
+    enum:
+        CTOK_API_VERSION
+        CTOK_OK
+        CTOK_ERR_NOMEM
+        CTOK_ERR_BUFFER
+        CTOK_ERR_UNKNOWN_ID
+        CTOK_ERR_UNSUPPORTED
+    ctypedef struct ctok_api:
+        int version
+        int (*encode)(const void* encoder, const uint8_t* text, size_t len, uint32_t* out, size_t cap,
+                      size_t* n_out) noexcept nogil
+        int (*decode)(const void* encoder, const uint32_t* ids, size_t n, uint8_t* out, size_t cap,
+                      size_t* n_out) noexcept nogil
+        size_t (*vocab_size)(const void* encoder) noexcept nogil
+
+cdef struct EncoderState:
+    # Everything encoding needs, as plain C data: what a C API handle points at.
+    const Tables* tables
+    BpeOptions opt
+    int pretok_kind
+    bint c_api_ok           # False when the Python layer must run first (normalizers, HF-only splits)
+
+# Split s[0:n] with the state's pretokenizer and append every piece's BPE ids to `out`.
+cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, IdVec* out,
+                      BpeScratch* sc) noexcept nogil
+
+cdef class CoreEncoder:
+    cdef readonly Vocab vocab
+    cdef EncoderState state
+    cdef readonly int pretok_kind
+    # One Python int per token id, made on first use and kept: building a result list then costs an
+    # INCREF per token instead of an allocation.  Filled and read only with the GIL held.
+    cdef PyObject** int_cache
+    cdef Py_ssize_t int_cache_size
+
+    cdef list ids_to_list(self, IdVec* v)
+    cdef _check_kind(self)
+    cdef int encode_into(self, const uint8_t* s, Py_ssize_t n, IdVec* out, BpeScratch* sc) noexcept nogil
+    cdef int _encode_bytes(self, bytes data, IdVec* out, bint split) except -1
+    cdef int _encode_many(self, list datas, IdVec* out, int64_t* ends) except -1
+
+# Status-code API (ctok.h): encode ordinary UTF-8 text into a caller buffer; decode ids into bytes.
+cdef int capi_encode(const void* encoder, const uint8_t* text, size_t length, uint32_t* out, size_t cap,
+                     size_t* n_out) noexcept nogil
+cdef int capi_decode(const void* encoder, const uint32_t* ids, size_t n, uint8_t* out, size_t cap,
+                     size_t* n_out) noexcept nogil
