@@ -5,6 +5,7 @@ from libc.stdint cimport uint8_t, uint32_t, int64_t
 from cpython.object cimport PyObject
 from ctok._vocab cimport Vocab, Tables
 from ctok._bpe cimport IdVec, BpeScratch, BpeOptions
+from ctok._piece_cache cimport PieceCache
 
 cdef extern from "include/ctok.h" nogil:
     enum:
@@ -22,12 +23,21 @@ cdef extern from "include/ctok.h" nogil:
                       size_t* n_out) noexcept nogil
         size_t (*vocab_size)(const void* encoder) noexcept nogil
 
+cdef enum:
+    # Split before each run of `marker` that follows another character.  Used for SentencePiece-style
+    # files (no pre-tokenizer: the whole text is one word) when no token holds a character followed by
+    # the marker, which proves no merge can cross such a point, so the split changes nothing but speed.
+    PRETOK_MARKER_WORDS = 64
+
 cdef struct EncoderState:
     # Everything encoding needs, as plain C data: what a C API handle points at.
     const Tables* tables
     BpeOptions opt
     int pretok_kind
     bint c_api_ok           # False when the Python layer must run first (normalizers, HF-only splits)
+    PieceCache cache        # pieces that needed merging -> their ids (shared, lock-free; may be off)
+    uint8_t marker[8]       # PRETOK_MARKER_WORDS: the word marker (SentencePiece's U+2581), 1..8 bytes
+    int marker_len
 
 # Split s[0:n] with the state's pretokenizer and append every piece's BPE ids to `out`.
 cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, IdVec* out,

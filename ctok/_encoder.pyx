@@ -13,15 +13,21 @@ from cpython.object cimport PyObject
 from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetContext, PyCapsule_SetContext
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memcmp
 
-from ctok._vocab cimport Vocab, Tables, NO_ID
-from ctok._bpe cimport (IdVec, BpeScratch, BpeOptions, BPE_OK, idvec_free, idvec_reserve, scratch_init,
+from ctok._vocab cimport Vocab, Tables, NO_ID, tables_lookup, hash_bytes, load_head
+from ctok._piece_cache cimport PieceCache, CacheEntry, cache_get, cache_put, cache_init, cache_free, CACHE_MAX_PIECE
+from ctok._bpe cimport (IdVec, BpeScratch, BpeOptions, BPE_OK, idvec_free, idvec_reserve, idvec_push, scratch_init,
                         scratch_free, bpe_encode_piece)
 from ctok._pretok cimport next_piece_end, PRETOK_WHOLE
 from cpython.pycapsule cimport PyCapsule_Destructor
 
 from ctok.errors import UnknownTokenError
+
+import os
+
+# Bytes of memory for each encoder's piece cache (CTOK_PIECE_CACHE_BYTES overrides; 0 turns it off).
+DEFAULT_PIECE_CACHE_BYTES = 4 << 20
 
 
 cdef extern from "Python.h":
@@ -31,18 +37,62 @@ cdef extern from "Python.h":
     void PyList_SET_ITEM_ptr "PyList_SET_ITEM"(object lst, Py_ssize_t i, PyObject* o)
 
 
+cdef inline bint marker_at(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Py_ssize_t p) noexcept nogil:
+    return p >= 0 and p + st.marker_len <= n and memcmp(s + p, st.marker, st.marker_len) == 0
+
+
+cdef Py_ssize_t next_marker_word_end(const EncoderState* st, const uint8_t* s, Py_ssize_t n,
+                                     Py_ssize_t pos) noexcept nogil:
+    # The piece from pos runs to the next marker that follows a non-marker character, or to n.
+    cdef Py_ssize_t p = pos + 1
+    cdef int ml = st.marker_len
+    while p < n:
+        if s[p] == st.marker[0] and marker_at(st, s, n, p) and not marker_at(st, s, n, p - ml):
+            return p
+        p += 1
+    return n
+
+
 cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, IdVec* out,
                       BpeScratch* sc) noexcept nogil:
     cdef Py_ssize_t pos = 0, end
     cdef int rc
     cdef int kind = st.pretok_kind
     while pos < n:
-        end = n if kind == PRETOK_WHOLE else next_piece_end(kind, s, n, pos)
-        rc = bpe_encode_piece(st.tables, &st.opt, s + pos, end - pos, out, sc)
+        if kind == PRETOK_WHOLE:
+            end = n
+        elif kind == PRETOK_MARKER_WORDS:
+            end = next_marker_word_end(st, s, n, pos)
+        else:
+            end = next_piece_end(kind, s, n, pos)
+        rc = encode_piece_cached(st, s + pos, end - pos, out, sc)
         if rc != BPE_OK:
             return rc
         pos = end
     return BPE_OK
+
+
+cdef inline int encode_piece_cached(const EncoderState* st, const uint8_t* p, Py_ssize_t n, IdVec* out,
+                                    BpeScratch* sc) noexcept nogil:
+    # Whole-token pieces are answered by the vocabulary; other short pieces go through the piece cache.
+    cdef uint32_t tid
+    cdef uint64_t h
+    cdef Py_ssize_t before
+    cdef int rc
+    if st.cache.entries == NULL or n < 2 or n > CACHE_MAX_PIECE:
+        return bpe_encode_piece(st.tables, &st.opt, p, n, out, sc)
+    if st.opt.whole_piece_first:
+        tid = tables_lookup(st.tables, p, n)
+        if tid != NO_ID:
+            return idvec_push(out, tid)
+    h = hash_bytes(p, n, load_head(p, n)) | 1            # never 0, the empty-entry mark
+    if cache_get(&st.cache, p, n, h, out):
+        return BPE_OK
+    before = out.size
+    rc = bpe_encode_piece(st.tables, &st.opt, p, n, out, sc)
+    if rc == BPE_OK:
+        cache_put(<PieceCache*>&st.cache, p, n, h, out.data + before, out.size - before)
+    return rc
 
 
 cdef class CoreEncoder:
@@ -57,9 +107,11 @@ cdef class CoreEncoder:
     def __cinit__(self):
         self.int_cache = NULL
         self.int_cache_size = 0
+        self.state.cache.entries = NULL
 
     def __dealloc__(self):
         cdef Py_ssize_t i
+        cache_free(&self.state.cache)
         if self.int_cache != NULL:
             for i in range(self.int_cache_size):
                 if self.int_cache[i] != NULL:
@@ -88,7 +140,8 @@ cdef class CoreEncoder:
 
     def __init__(self, list token_bytes=None, merges=None, *, dict special_bytes=None, int pretok_kind=0,
                  bint char_level=False, bint byte_fallback=False, Py_ssize_t unk_id=-1,
-                 bint fuse_unk=False, ignore_merges=None, Vocab vocab=None):
+                 bint fuse_unk=False, ignore_merges=None, Vocab vocab=None, bytes marker=None,
+                 piece_cache_bytes=None):
         # vocab: prebuilt tables (e.g. from the compiled cache) instead of token_bytes/merges/special_bytes.
         if vocab is None:
             self.vocab = Vocab(token_bytes, merges, special_bytes)
@@ -106,7 +159,17 @@ cdef class CoreEncoder:
         self.state.tables = &self.vocab.t
         self.state.pretok_kind = pretok_kind
         self.state.c_api_ok = True
-        if pretok_kind != PRETOK_WHOLE:
+        self.state.marker_len = 0
+        if piece_cache_bytes is None:
+            piece_cache_bytes = int(os.environ.get("CTOK_PIECE_CACHE_BYTES", DEFAULT_PIECE_CACHE_BYTES))
+        if cache_init(&self.state.cache, piece_cache_bytes) != 0:
+            raise MemoryError()
+        if pretok_kind == PRETOK_MARKER_WORDS:
+            if marker is None or not 1 <= len(marker) <= 8:
+                raise ValueError("PRETOK_MARKER_WORDS needs a marker of 1 to 8 bytes")
+            memcpy(self.state.marker, <const char*>marker, len(marker))
+            self.state.marker_len = len(marker)
+        if pretok_kind != PRETOK_WHOLE and pretok_kind != PRETOK_MARKER_WORDS:
             # Fail at construction, not at the first encode, if the kind is unknown to the scanner.
             self._check_kind()
 
@@ -118,6 +181,11 @@ cdef class CoreEncoder:
 
     cdef int encode_into(self, const uint8_t* s, Py_ssize_t n, IdVec* out, BpeScratch* sc) noexcept nogil:
         return encode_state(&self.state, s, n, out, sc)
+
+    @property
+    def piece_cache_bytes(self):
+        """Memory held by the piece cache (0 when it is off)."""
+        return 0 if self.state.cache.entries == NULL else (self.state.cache.mask + 1) * sizeof(CacheEntry)
 
     @property
     def c_api_ok(self):
@@ -374,3 +442,22 @@ def c_handle(CoreEncoder encoder):
     Py_INCREF(encoder)
     PyCapsule_SetContext(cap, <void*>encoder)
     return cap
+
+
+MARKER_WORDS = PRETOK_MARKER_WORDS
+
+
+def marker_split_is_safe(token_bytes, bytes marker):
+    """True when no token holds a character other than `marker` directly followed by `marker`: then no
+    BPE merge can join the text on both sides of a marker run's start, and PRETOK_MARKER_WORDS is exact."""
+    cdef bytes b
+    cdef Py_ssize_t i, ml = len(marker)
+    for b in token_bytes:
+        if b is None:
+            continue
+        i = b.find(marker, 1)
+        while i > 0:
+            if i < ml or b[i - ml:i] != marker:
+                return False
+            i = b.find(marker, i + 1)
+    return True

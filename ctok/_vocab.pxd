@@ -119,6 +119,8 @@ cdef inline bint tables_pair(const Tables* t, uint32_t left, uint32_t right,
 cdef class Vocab:
     cdef Tables t
     cdef object _backing             # bytes the tables point into (Vocab.from_bytes), else None
+    cdef bint _borrowed              # True: the tables live in _backing (never test _backing itself in
+                                     # __dealloc__: the garbage collector may have cleared it already)
     cdef public bint rank_merges     # True: tiktoken semantics (pairs derived from the vocabulary)
     cdef void _build_slots(self, Py_ssize_t n_ord) except *
     cdef void _alloc_pairs(self, Py_ssize_t n) except *

@@ -38,12 +38,13 @@ cdef class Vocab:
         self.t.slots = NULL
         self.t.pairs = NULL
         self.t.byte_pairs = NULL
+        self._borrowed = False
         self.t.n_ids = 0
         self.t.n_pairs = 0
 
     def __dealloc__(self):
         free(self.t.byte_pairs)                   # always our own allocation
-        if self._backing is not None:
+        if self._borrowed:
             return                                # the other tables point into _backing, which owns them
         free(self.t.blob)
         free(self.t.offsets)
@@ -324,6 +325,7 @@ cdef class Vocab:
         v.t.n_pairs = n_pairs
         v.rank_merges = rank_merges != 0
         v._backing = data
+        v._borrowed = True
         # Sections start at multiples of 8 from an 8-aligned start (bytes data is 8-aligned), so the casts
         # below are aligned; the size check above puts every section inside the buffer.
         v.t.offsets = <uint64_t*>(base + pos); pos += (n + 1) * 8

@@ -1,0 +1,154 @@
+"""The compiled core on its own: BPE merge strategies agree, the piece cache never changes results (also
+under eviction pressure from many threads), the compiled vocabulary survives round trips and refuses
+damaged buffers without crashing, and the SentencePiece word split is exact where it is used."""
+import os
+import random
+import threading
+
+import pytest
+import tiktoken
+
+import ctok
+from ctok._bpe import _merge_for_test
+from ctok._encoder import CoreEncoder
+from ctok._vocab import Vocab
+from _shared import corpus_names, corpus_text, reference_encoding
+
+SEED = int(os.environ.get("CTOK_SEED", "1234"))
+
+
+@pytest.fixture(scope="module")
+def o200k():
+    return ctok.get_encoding("o200k_base")
+
+
+@pytest.fixture(scope="module")
+def o200k_ref():
+    return reference_encoding("o200k_base").enc
+
+
+def _random_pieces(rnd, n):
+    alphabets = [b"ab ", b"aaaaab", "日本語のテキスト".encode(), bytes(range(256)), "ёжик в тумане".encode(),
+                 b"    \n\n\t", "🙂👍🏽🇫🇷".encode()]
+    out = []
+    for _ in range(n):
+        alpha = rnd.choice(alphabets)
+        out.append(bytes(rnd.choice(alpha) for _ in range(rnd.randint(1, 300))))
+    return out
+
+
+def test_linear_and_heap_merges_equal_tiktoken(o200k, o200k_ref):
+    rnd = random.Random(SEED)
+    vocab = o200k._core.vocab
+    for piece in _random_pieces(rnd, 1500):
+        want = o200k_ref._encode_single_piece(piece)
+        assert _merge_for_test(vocab, piece, False) == want
+        assert _merge_for_test(vocab, piece, True) == want
+
+
+@pytest.mark.parametrize("cache_bytes", [0, 2048 * 8, 1 << 20])
+def test_piece_cache_never_changes_results(o200k, cache_bytes):
+    core = CoreEncoder(pretok_kind=o200k._core.pretok_kind, vocab=o200k._core.vocab,
+                       piece_cache_bytes=cache_bytes)
+    plain = CoreEncoder(pretok_kind=o200k._core.pretok_kind, vocab=o200k._core.vocab, piece_cache_bytes=0)
+    assert plain.piece_cache_bytes == 0
+    for name in corpus_names():
+        data = corpus_text(name, 60_000).encode("utf-8")
+        want = plain.encode_ordinary(data)
+        assert core.encode_ordinary(data) == want          # cold
+        assert core.encode_ordinary(data) == want          # warm
+
+
+def test_piece_cache_threads_under_eviction(o200k):
+    # A tiny cache (16 entries) shared by 8 threads: constant overwrites, every result still exact.
+    core = CoreEncoder(pretok_kind=o200k._core.pretok_kind, vocab=o200k._core.vocab,
+                       piece_cache_bytes=16 * 128)
+    assert core.piece_cache_bytes == 16 * 128
+    plain = CoreEncoder(pretok_kind=o200k._core.pretok_kind, vocab=o200k._core.vocab, piece_cache_bytes=0)
+    texts = [corpus_text(n, 30_000).encode("utf-8") for n in corpus_names()]
+    want = [plain.encode_ordinary(t) for t in texts]
+    errors = []
+
+    def work(k):
+        for i in range(3):
+            for j, t in enumerate(texts):
+                if core.encode_ordinary(t) != want[j]:
+                    errors.append((k, j))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+
+
+def test_compiled_vocabulary_round_trip(o200k):
+    data = o200k._core.vocab.to_bytes()
+    v = Vocab.from_bytes(data)
+    assert v.to_bytes() == data
+    core = CoreEncoder(pretok_kind=o200k._core.pretok_kind, vocab=v)
+    text = corpus_text(corpus_names()[0], 50_000).encode("utf-8")
+    assert core.encode_ordinary(text) == o200k._core.encode_ordinary(text)
+
+
+def test_compiled_vocabulary_damage_never_crashes():
+    # A small vocabulary keeps this fast; every damaged buffer must raise ValueError or load tables
+    # whose every index is in bounds (then encoding still runs: blob bytes may differ, ids stay valid).
+    tb = [bytes([i]) for i in range(256)] + [b"ab", b"abc", b"hello", b" world", b"\xe3\x81\x82"]
+    good = Vocab(tb).to_bytes()
+    rnd = random.Random(SEED)
+    cuts = [0, 1, 63, 64, 100, len(good) - 1, len(good) + 8]
+    for n in cuts:
+        with pytest.raises(ValueError):
+            Vocab.from_bytes((good + b"\0" * 16)[:n])
+    for _ in range(400):
+        bad = bytearray(good)
+        for _ in range(rnd.randint(1, 8)):
+            bad[rnd.randrange(len(bad))] = rnd.randrange(256)
+        try:
+            v = Vocab.from_bytes(bytes(bad))
+        except ValueError:
+            continue
+        core = CoreEncoder(pretok_kind=0, vocab=v, piece_cache_bytes=0)
+        for piece in (b"hello world", b"abcabc", "あいう".encode(), bytes(range(256))):
+            ids = core.encode_ordinary(piece)
+            assert all(0 <= i < v.size for i in ids)
+
+
+def test_compiled_cache_file_rebuilt_when_stale_or_damaged(tmp_path, monkeypatch):
+    from ctok import cache
+    monkeypatch.setenv("CTOK_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "ranks.tiktoken"
+    import base64
+    lines = [base64.b64encode(bytes([i])) + b" %d" % i for i in range(256)]
+    lines += [base64.b64encode(b"ab") + b" 256", base64.b64encode(b"abc") + b" 257"]
+    src.write_bytes(b"\n".join(lines) + b"\n")
+    args = ["tiktoken", r"\S+|\s+", None]
+    enc = ctok.load(str(src), pattern=r"\S+|\s+")
+    assert enc.encode("abc ab") == [257, 32, 256]
+    files = list((tmp_path / "cache").iterdir())
+    assert len(files) == 1
+    assert cache.load_compiled(str(src), args) is not None
+    # Damage the tables: the CRC refuses it, and the next load rebuilds from the source.
+    raw = bytearray(files[0].read_bytes())
+    raw[-100] ^= 0xFF
+    files[0].write_bytes(bytes(raw))
+    assert cache.load_compiled(str(src), args) is None
+    # A changed source (different size/mtime) makes the entry stale.
+    ctok._cache.clear()
+    src.write_bytes(b"\n".join(lines[:257]) + b"\n")
+    enc2 = ctok.load(str(src), pattern=r"\S+|\s+")
+    assert enc2.encode("abc ab") == [256, 99, 32, 256]
+    assert cache.load_compiled(str(src), args) is not None
+
+
+@pytest.mark.parametrize("folder", ["mistral-7b-v0.1", "mistral-7b-v0.3", "llama2"])
+def test_marker_word_split_is_safe_on_sentencepiece_files(folder):
+    from ctok._encoder import marker_split_is_safe
+    from _shared import vocab_path
+    import json
+    vocab = json.load(open(vocab_path(folder, "tokenizer.json"), encoding="utf-8"))["model"]["vocab"]
+    assert marker_split_is_safe([t.encode("utf-8") for t in vocab], "▁".encode())
+    assert not marker_split_is_safe([b"a", "a▁".encode()], "▁".encode())
+    assert not marker_split_is_safe([b"a", "\xe2▁".encode("utf-8", "surrogatepass")], "▁".encode())
