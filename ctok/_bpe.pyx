@@ -9,12 +9,15 @@ heap over adjacent pairs with lazy invalidation, so a 1,000,000-letter run costs
 """
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t
 from libc.stdlib cimport malloc, realloc, free
-from libc.string cimport memmove
+from libc.string cimport memmove, memcpy, memcmp
 from ctok._vocab cimport Vocab, Tables, NO_ID, tables_lookup, tables_pair
 
 cdef enum:
     # Pieces with at most this many initial symbols use the linear scan.
-    LINEAR_MAX = 32
+    LINEAR_MAX = 48
+    # Byte-level pieces longer than this are merged chunk by chunk (merge_chunked), CHUNK bytes at a time.
+    LONG_PIECE = 256
+    CHUNK = 48
 cdef uint32_t RANK_NONE = 0xFFFFFFFF
 
 
@@ -339,19 +342,15 @@ cdef Py_ssize_t merge_heap(const Tables* vocab, BpeScratch* sc, Py_ssize_t m,
     return out
 
 
-cdef int bpe_encode_piece(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
-                          IdVec* out, BpeScratch* scratch) noexcept nogil:
-    cdef uint32_t tid
+cdef int merge_only(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
+                    IdVec* out, BpeScratch* scratch) noexcept nogil:
+    # Plain BPE of s[0:n] (no whole-piece shortcut), appended to out.
     cdef Py_ssize_t m, i
+    cdef bint bytewise
     if n <= 0:
         return BPE_OK
-    if opt.whole_piece_first:
-        tid = tables_lookup(vocab, s, n)
-        if tid != NO_ID:
-            return idvec_push(out, tid)
     if scratch_reserve(scratch, n + 1) != BPE_OK:
         return BPE_NOMEM
-    cdef bint bytewise
     m = symbolize(vocab, opt, s, n, scratch.ids, &bytewise)
     if m > LINEAR_MAX:
         m = merge_heap(vocab, scratch, m, s if bytewise else NULL)
@@ -365,6 +364,150 @@ cdef int bpe_encode_piece(const Tables* vocab, const BpeOptions* opt, const uint
         out.data[out.size + i] = scratch.ids[i]     # reserved above
     out.size += m
     return BPE_OK
+
+
+cdef int pair_is_stable(const Tables* vocab, const BpeOptions* opt, uint32_t a, uint32_t b,
+                        IdVec* tmp, BpeScratch* scratch, uint8_t** buf, Py_ssize_t* buf_cap) noexcept nogil:
+    # 1 when BPE(bytes(a) + bytes(b)) is exactly [a, b], 0 when not, BPE_NOMEM on allocation failure.
+    cdef Py_ssize_t la = vocab.offsets[a + 1] - vocab.offsets[a]
+    cdef Py_ssize_t lb = vocab.offsets[b + 1] - vocab.offsets[b]
+    cdef void* p
+    if la + lb > buf_cap[0]:
+        p = realloc(buf[0], la + lb)
+        if p == NULL:
+            return BPE_NOMEM
+        buf[0] = <uint8_t*>p
+        buf_cap[0] = la + lb
+    memcpy(buf[0], vocab.blob + vocab.offsets[a], la)          # a, b are ids this encoder produced
+    memcpy(buf[0] + la, vocab.blob + vocab.offsets[b], lb)
+    tmp.size = 0
+    if merge_only(vocab, opt, buf[0], la + lb, tmp, scratch) != BPE_OK:
+        return BPE_NOMEM
+    return 1 if tmp.size == 2 and tmp.data[0] == a and tmp.data[1] == b else 0
+
+
+cdef struct SegMemo:
+    # One remembered chunk encoding: s[start:start+length] encoded to memo.data[first:first+count].
+    Py_ssize_t start
+    Py_ssize_t length
+    Py_ssize_t first
+    Py_ssize_t count
+
+
+cdef int merge_chunked(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
+                       IdVec* out, BpeScratch* scratch) noexcept nogil:
+    # BPE of a long byte-level piece in CHUNK-byte steps.  Invariant: out[base:] == BPE(s[0:done]).
+    # Appending BPE(next chunk) keeps it exactly when the two tokens meeting at the seam are stable
+    # (BPE of their bytes is themselves): before any merge crosses the seam, each side evolves as it
+    # would alone, and the seam's neighbours run through the same states as in that two-token check.
+    # When the seam is not stable, the last token is taken back (out[base:-1] is BPE of what it leaves,
+    # for no merge crossed into it) and re-encoded with the chunk.  Too many take-backs: plain BPE.
+    # Runs repeat themselves, so chunk encodings and seam verdicts are remembered for this piece.
+    cdef Py_ssize_t base = out.size, done = 0, seg, end, i, takebacks = 0, slot
+    cdef IdVec tmp, chk, memo
+    cdef uint8_t* buf = NULL
+    cdef Py_ssize_t buf_cap = 0
+    cdef int rc = BPE_OK, st
+    cdef uint32_t last
+    cdef uint64_t key
+    cdef uint64_t seam_key[64]
+    cdef int seam_val[64]
+    cdef SegMemo seg_memo[16]
+    cdef const uint32_t* ids
+    cdef Py_ssize_t n_ids
+    tmp.data = NULL; tmp.size = 0; tmp.cap = 0
+    chk.data = NULL; chk.size = 0; chk.cap = 0
+    memo.data = NULL; memo.size = 0; memo.cap = 0
+    for i in range(64):
+        seam_key[i] = 0xFFFFFFFFFFFFFFFFULL
+    for i in range(16):
+        seg_memo[i].length = -1
+    while done < n:
+        end = done + CHUNK if done + CHUNK < n else n
+        seg = done
+        while True:
+            # BPE of s[seg:end], from the memo when an equal segment was seen.
+            ids = NULL
+            slot = <Py_ssize_t>(((<uint64_t>(end - seg) * 0x9E3779B97F4A7C15ULL + <uint64_t>s[seg] * 0xC2B2AE35ULL
+                                  + <uint64_t>s[end - 1] * 0x85EBCA6BULL) >> 40) & 15)
+            if seg_memo[slot].length == end - seg and \
+                    memcmp(s + seg_memo[slot].start, s + seg, end - seg) == 0:
+                ids = memo.data + seg_memo[slot].first
+                n_ids = seg_memo[slot].count
+            else:
+                if memo.size > 65536:
+                    memo.size = 0                     # bound the memo; forget every entry
+                    for i in range(16):
+                        seg_memo[i].length = -1
+                i = memo.size
+                rc = merge_only(vocab, opt, s + seg, end - seg, &memo, scratch)
+                if rc != BPE_OK:
+                    break
+                seg_memo[slot].start = seg
+                seg_memo[slot].length = end - seg
+                seg_memo[slot].first = i
+                seg_memo[slot].count = memo.size - i
+                ids = memo.data + i
+                n_ids = memo.size - i
+            if out.size == base or n_ids == 0:
+                break
+            last = out.data[out.size - 1]
+            key = (<uint64_t>last << 32) | ids[0]
+            slot = <Py_ssize_t>((key * 0x9E3779B97F4A7C15ULL) >> 58)          # 0..63
+            if seam_key[slot] == key:
+                st = seam_val[slot]
+            else:
+                st = pair_is_stable(vocab, opt, last, ids[0], &chk, scratch, &buf, &buf_cap)
+                if st < 0:
+                    rc = st
+                    break
+                seam_key[slot] = key
+                seam_val[slot] = st
+            if st == 1:
+                break
+            out.size -= 1
+            seg -= vocab.offsets[last + 1] - vocab.offsets[last]
+            takebacks += 1
+            if takebacks > n // 8 + 64:
+                out.size = base                       # pathological seams: fall back to plain BPE
+                tmp.size = 0
+                rc = merge_only(vocab, opt, s, n, &tmp, scratch)
+                ids = tmp.data
+                n_ids = tmp.size
+                end = n
+                break
+        if rc != BPE_OK:
+            break
+        if idvec_reserve(out, n_ids) != BPE_OK:
+            rc = BPE_NOMEM
+            break
+        memcpy(out.data + out.size, ids, n_ids * sizeof(uint32_t))     # reserved above
+        out.size += n_ids
+        done = end
+    idvec_free(&tmp)
+    idvec_free(&chk)
+    idvec_free(&memo)
+    free(buf)
+    return rc
+
+
+cdef int bpe_encode_piece(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
+                          IdVec* out, BpeScratch* scratch) noexcept nogil:
+    cdef uint32_t tid
+    cdef Py_ssize_t i
+    if n <= 0:
+        return BPE_OK
+    if opt.whole_piece_first:
+        tid = tables_lookup(vocab, s, n)
+        if tid != NO_ID:
+            return idvec_push(out, tid)
+    if n > LONG_PIECE and not opt.char_level:
+        for i in range(n):
+            if vocab.byte_id[s[i]] == NO_ID:
+                break
+        else:
+            return merge_chunked(vocab, opt, s, n, out, scratch)
+    return merge_only(vocab, opt, s, n, out, scratch)
 
 
 def _merge_for_test(Vocab py_vocab, bytes piece, bint heap, bint char_level=False, bint byte_fallback=False,

@@ -152,3 +152,21 @@ def test_marker_word_split_is_safe_on_sentencepiece_files(folder):
     assert marker_split_is_safe([t.encode("utf-8") for t in vocab], "▁".encode())
     assert not marker_split_is_safe([b"a", "a▁".encode()], "▁".encode())
     assert not marker_split_is_safe([b"a", "\xe2▁".encode("utf-8", "surrogatepass")], "▁".encode())
+
+
+def test_long_pieces_chunked_merge_equals_tiktoken(o200k, o200k_ref):
+    # Pieces over LONG_PIECE bytes are merged chunk by chunk with seam checks: compare with tiktoken on
+    # runs, periodic and random letters, random bytes, CJK, emoji and digit strings of many lengths.
+    rnd = random.Random(SEED)
+    makers = [
+        lambda n: b"a" * n, lambda n: b" " * n, lambda n: b"ab" * (n // 2), lambda n: b"\n" * n,
+        lambda n: bytes(rnd.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(n)),
+        lambda n: bytes(rnd.choice(b"ab") for _ in range(n)),
+        lambda n: bytes(rnd.randrange(256) for _ in range(n)),
+        lambda n: "".join(rnd.choice("日本語のテキスト漢字") for _ in range(n // 3)).encode(),
+        lambda n: ("🙂" * (n // 4)).encode(), lambda n: b"7" * n, lambda n: b"  \t" * (n // 3),
+    ]
+    for make in makers:
+        for n in (257, 300, 511, 1000, 2049, 4100):
+            piece = make(n)
+            assert o200k._core.encode_piece(piece) == o200k_ref._encode_single_piece(piece), (piece[:40], n)
