@@ -53,6 +53,32 @@ cdef inline Py_ssize_t run_of(const unsigned char* s, Py_ssize_t n, Py_ssize_t i
     return i
 
 
+cdef inline bint is_alpha(unsigned char c) noexcept nogil:
+    return <unsigned char>((c | 0x20) - 97) < 26  # 'A'..'Z' and 'a'..'z'
+
+
+cdef inline bint is_lower(unsigned char c) noexcept nogil:
+    return <unsigned char>(c - 97) < 26
+
+
+cdef inline Py_ssize_t letter_run(const unsigned char* s, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
+    """\p{L}* from i: ASCII letters fast, then the general loop if a non-ASCII byte follows."""
+    while i < n and is_alpha(s[i]):  # i < n checked first
+        i += 1
+    if i < n and s[i] >= 0x80:  # i < n checked first
+        i = run_of(s, n, i, CT_L, CT_L)
+    return i
+
+
+cdef inline Py_ssize_t lower_run(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, uint16_t lomask) noexcept nogil:
+    """[\p{Ll}\p{Lm}\p{Lo}\p{M}]* from i (o200k's LO; lomask adds CT_HAN for Kimi): ASCII fast, then general."""
+    while i < n and is_lower(s[i]):  # i < n checked first
+        i += 1
+    if i < n and s[i] >= 0x80:  # i < n checked first
+        i = run_of(s, n, i, lomask, CT_LO)
+    return i
+
+
 cdef inline Py_ssize_t run_crlf(const unsigned char* s, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
     """[\\r\\n]*"""
     while i < n and (s[i] == 13 or s[i] == 10):  # i < n checked first
@@ -132,7 +158,7 @@ cdef inline Py_ssize_t contraction(const unsigned char* s, Py_ssize_t n, Py_ssiz
     cdef unsigned char c, d
     if e + 1 >= n or s[e] != 39:  # e + 1 < n before reading s[e], s[e + 1]
         return e
-    c = s[e + 1]
+    c = s[e + 1]  # e + 1 < n checked above
     if icase:
         if c == 0xC5 and e + 2 < n and s[e + 2] == 0xBF:  # U+017F; e + 2 < n checked
             return e + 3
@@ -159,8 +185,13 @@ cdef Py_ssize_t scan_gpt2(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos) 
         e = contraction(s, n, pos, False)
         if e > pos:
             return e
-    k = ctok_char(s, n, pos, &f)
-    if s[pos] == 32 and pos + 1 < n:
+    # fast path: ' ?' + ASCII letter
+    if is_alpha(s[pos]):  # pos < n
+        return letter_run(s, n, pos + 1)
+    if s[pos] == 32 and pos + 1 < n and is_alpha(s[pos + 1]):  # pos + 1 < n checked first
+        return letter_run(s, n, pos + 2)
+    k = ctok_char(s, n, pos, &f)  # pos < n by contract
+    if s[pos] == 32 and pos + 1 < n:  # pos < n by contract
         k2 = ctok_char(s, n, pos + 1, &f2)  # pos + 1 < n
         if not (f2 & CT_WS):
             p = pos + 1
@@ -186,7 +217,13 @@ cdef Py_ssize_t scan_cl100k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_
         e = contraction(s, n, pos, True)
         if e > pos:
             return e
-    k = ctok_char(s, n, pos, &f)
+    # fast path: an ASCII letter, or an ASCII prefix of [^\r\n\p{L}\p{N}] and an ASCII letter
+    if is_alpha(s[pos]):  # pos < n
+        return letter_run(s, n, pos + 1)
+    if (s[pos] < 0x80 and not (ctok_ascii_flags[s[pos]] & (CT_L | CT_N | CT_CRLF))  # s[pos] < 128
+            and pos + 1 < n and is_alpha(s[pos + 1])):  # pos + 1 < n checked before reading
+        return letter_run(s, n, pos + 2)
+    k = ctok_char(s, n, pos, &f)  # pos < n by contract
     if f & CT_L:
         return run_of(s, n, pos + k, CT_L, CT_L)
     if f & CT_N:
@@ -195,7 +232,7 @@ cdef Py_ssize_t scan_cl100k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_
         k2 = ctok_char(s, n, pos + k, &f2)  # pos + k < n
         if (f2 & CT_L) and not (f & CT_CRLF):
             return run_of(s, n, pos + k + k2, CT_L, CT_L)
-        if s[pos] == 32 and not (f2 & LWSN):
+        if s[pos] == 32 and not (f2 & LWSN):  # pos < n by contract
             return run_crlf(s, n, run_of(s, n, pos + 1 + k2, LWSN, 0))
     if not (f & LWSN):
         return run_crlf(s, n, run_of(s, n, pos + k, LWSN, 0))
@@ -237,26 +274,46 @@ cdef Py_ssize_t scan_o200k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_t
     #        |\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
     #   UP = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], LO = [\p{Ll}\p{Lm}\p{Lo}\p{M}]
     # tekken: no contractions, \p{N}.  kimi: [\p{Han}]+ first, UP and LO && [^\p{Han}], [\r\n]* after punctuation.
-    cdef uint16_t f, upmask = CT_UP, lomask = CT_LO
+    cdef uint16_t f, f2 = 0, upmask = CT_UP, lomask = CT_LO
     cdef Py_ssize_t k, e, q, p = pos
     cdef bint prefix
+    if kind == PRETOK_KIMI:
+        lomask = CT_LO | CT_HAN
+    # fast path: [optional ASCII prefix of [^\r\n\p{L}\p{N}]] then "a..." or "Aa..." in ASCII: the first
+    # alternative matches with UP* covering at most the capital, then LO+ (exactly as the general code finds)
+    q = pos
+    if s[pos] < 0x80 and not (ctok_ascii_flags[s[pos]] & (CT_L | CT_N | CT_CRLF)) and pos + 1 < n:  # s[pos] < 128
+        q = pos + 1
+    e = -1
+    if is_lower(s[q]):  # q < n: q == pos, or q == pos + 1 < n
+        e = lower_run(s, n, q + 1, lomask)
+    elif is_alpha(s[q]) and q + 1 < n and is_lower(s[q + 1]):  # q + 1 < n checked before reading
+        e = lower_run(s, n, q + 2, lomask)
+    if e >= 0:
+        if kind != PRETOK_TEKKEN:
+            e = contraction(s, n, e, True)
+        return e
     k = ctok_char(s, n, pos, &f)  # pos < n
     if kind == PRETOK_KIMI:
         if f & CT_HAN:
             return run_of(s, n, pos + k, CT_HAN, CT_HAN)
         upmask = CT_UP | CT_HAN
-        lomask = CT_LO | CT_HAN
     # letters; X = [^\r\n\p{L}\p{N}] may be taken as a one-character prefix
-    prefix = not (f & (CT_L | CT_N | CT_CRLF))
+    prefix = not (f & (CT_L | CT_N | CT_CRLF)) and pos + k < n
     e = -1
-    if prefix and pos + k < n:
-        e = o200k_alt1(s, n, pos + k, upmask, lomask)
-    if e < 0:
-        e = o200k_alt1(s, n, pos, upmask, lomask)
-    if e < 0 and prefix and pos + k < n:
-        e = o200k_alt2(s, n, pos + k, upmask, lomask)
-    if e < 0:
-        e = o200k_alt2(s, n, pos, upmask, lomask)
+    if prefix:
+        # both letter alternatives need their first UP/LO character at pos or, after the prefix, at pos + k
+        ctok_char(s, n, pos + k, &f2)  # pos + k < n (prefix)
+        prefix = (f2 & (CT_UP | CT_LO)) != 0
+    if prefix or (f & (CT_UP | CT_LO)):
+        if prefix:
+            e = o200k_alt1(s, n, pos + k, upmask, lomask)
+        if e < 0:
+            e = o200k_alt1(s, n, pos, upmask, lomask)
+        if e < 0 and prefix:
+            e = o200k_alt2(s, n, pos + k, upmask, lomask)
+        if e < 0:
+            e = o200k_alt2(s, n, pos, upmask, lomask)
     if e >= 0:
         if kind != PRETOK_TEKKEN:
             e = contraction(s, n, e, True)
@@ -264,7 +321,7 @@ cdef Py_ssize_t scan_o200k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_t
     if f & CT_N:
         return run_digits(s, n, pos, 1 if kind == PRETOK_TEKKEN else 3)
     # ' ?[^\s\p{L}\p{N}]+' then [\r\n/]* (o200k, tekken) or [\r\n]* (kimi)
-    if s[pos] == 32 and pos + 1 < n:
+    if s[pos] == 32 and pos + 1 < n:  # pos < n by contract
         q = ctok_char(s, n, pos + 1, &f)  # pos + 1 < n (f now describes the character after the space)
         if not (f & LWSN):
             p = pos + 1

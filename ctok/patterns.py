@@ -6,7 +6,8 @@ Pure Python; importing it never needs the compiled module nor ``regex`` (the fal
 * ``recognise(pattern, engine="tiktoken") -> int | None``: the PRETOK_* kind of a known pattern (exact string; the
   possessive spellings tiktoken prints and HF's spellings are accepted where they are equivalent), else None.
   Pass ``engine="hf"`` for tokenizer.json patterns: Oniguruma reads ``X{1,3}+`` as ``(?:X{1,3})+`` and ``$`` as an
-  end-of-line anchor, so tiktoken's cl100k spelling is not cl100k there (and is refused).
+  end-of-line anchor, so tiktoken's cl100k spelling is not cl100k there (and is refused).  compile_fallback(...,
+  engine="hf") reproduces both readings.
 * ``recognise_sequence(patterns, engine="hf") -> int | None``: for a HF Sequence of Split pre-tokenizers (all Isolated, invert
   false): DeepSeek-V3's three patterns -> PRETOK_DEEPSEEK; a one-element list -> ``recognise``.
 * ``compile_fallback(pattern, engine="tiktoken")``, ``split_fallback(compiled, text)``,
@@ -19,8 +20,7 @@ Pure Python; importing it never needs the compiled module nor ``regex`` (the fal
     - always ``regex.V1`` (nested classes and ``&&`` as in both references; scoped inline flags as in Rust);
       tiktoken: simple case folding (``(?-f)``, so ``(?i)ss`` does not match "ß"), ``$`` = end of text (``\\Z``);
       hf: full case folding (Oniguruma's ``(?i)ss`` matches "ß"), ``^``/``$`` are line anchors (MULTILINE),
-      ``\\Z`` = end or before a final newline, ``\\z`` = end.  Not handled for hf: Oniguruma's non-possessive
-      ``{n,m}+`` (Python ``regex`` reads it as possessive).
+      ``\\Z`` = end or before a final newline, ``\\z`` = end, ``X{n,m}+`` = ``(?:X{n,m})+``.
   Not rewritten (Unicode 17 in ``regex``): other properties (scripts other than Han, binary properties), ``\\w``,
   ``\\b``.  Empty matches are dropped by ``split_fallback`` (they give no token) and kept by ``finditer_spans``.
 """
@@ -187,24 +187,17 @@ def _canon_property(name: str):
     return _GC_ALIASES.get(low)
 
 
+# Script=Han of Unicode 16.0 (Scripts-16.0.0.txt; the same ranges as tools/unicode16_han.txt, which the table
+# generator reads -- tests/test_pretok.py checks that they agree and that both equal the references' \p{Han}).
+_HAN16 = ((0x2E80, 0x2E99), (0x2E9B, 0x2EF3), (0x2F00, 0x2FD5), (0x3005, 0x3005), (0x3007, 0x3007),
+          (0x3021, 0x3029), (0x3038, 0x303A), (0x303B, 0x303B), (0x3400, 0x4DBF), (0x4E00, 0x9FFF),
+          (0xF900, 0xFA6D), (0xFA70, 0xFAD9), (0x16FE2, 0x16FE2), (0x16FE3, 0x16FE3), (0x16FF0, 0x16FF1),
+          (0x20000, 0x2A6DF), (0x2A700, 0x2B739), (0x2B740, 0x2B81D), (0x2B820, 0x2CEA1), (0x2CEB0, 0x2EBE0),
+          (0x2EBF0, 0x2EE5D), (0x2F800, 0x2FA1D), (0x30000, 0x3134A), (0x31350, 0x323AF))
+
+
 def _han_ranges():
-    here = os.path.dirname(os.path.abspath(__file__))
-    for path in (os.path.join(here, "..", "tools", "unicode16_han.txt"),):
-        if os.path.exists(path):
-            out = []
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    line = line.split("#", 1)[0].strip()
-                    if line:
-                        lo, _, hi = line.split(";")[0].strip().partition("..")
-                        out.append((int(lo, 16), int(hi or lo, 16)))
-            return out
-    # installed without tools/: the same ranges (Scripts-16.0.0.txt, Script=Han)
-    return [(0x2E80, 0x2E99), (0x2E9B, 0x2EF3), (0x2F00, 0x2FD5), (0x3005, 0x3005), (0x3007, 0x3007),
-            (0x3021, 0x3029), (0x3038, 0x303B), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFA6D),
-            (0xFA70, 0xFAD9), (0x16FE2, 0x16FE3), (0x16FF0, 0x16FF1), (0x20000, 0x2A6DF), (0x2A700, 0x2B739),
-            (0x2B740, 0x2B81D), (0x2B820, 0x2CEA1), (0x2CEB0, 0x2EBE0), (0x2EBF0, 0x2EE5D), (0x2F800, 0x2FA1D),
-            (0x30000, 0x3134A), (0x31350, 0x323AF)]
+    return _HAN16
 
 
 _GC2 = ("Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po",
@@ -291,6 +284,70 @@ def _prop_class(prop: str, neg: bool) -> str:
     if plus:
         s = f"[{s}{_class_body(_to_ranges(plus))}]"
     return s
+
+
+def _onig_interval_plus(pattern: str) -> str:
+    """Oniguruma (Ruby syntax) reads ``X{n,m}+`` as ``(?:X{n,m})+``, not as a possessive interval as Python
+    ``regex`` would: make the grouping explicit."""
+    import re
+    interval = re.compile(r"\{\d+(?:,\d*)?\}|\{,\d+\}")
+    out = []        # output pieces
+    groups = []     # out index of each open group
+    atom = None     # out index where the last complete atom starts
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            j = i + 2
+            if i + 1 < n and pattern[i + 1] in "pPxuk" and j < n and pattern[j] == "{":
+                j = pattern.find("}", j) + 1 or n
+            atom = len(out)
+            out.append(pattern[i:j])
+            i = j
+        elif c == "[":
+            j, depth = i + 1, 1
+            if j < n and pattern[j] == "^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and depth:
+                if pattern[j] == "\\":
+                    j += 2
+                    continue
+                if pattern[j] == "[":
+                    depth += 1
+                elif pattern[j] == "]":
+                    depth -= 1
+                j += 1
+            atom = len(out)
+            out.append(pattern[i:j])
+            i = j
+        elif c == "(":
+            groups.append(len(out))
+            out.append(c)
+            atom = None
+            i += 1
+        elif c == ")":
+            atom = groups.pop() if groups else None
+            out.append(c)
+            i += 1
+        elif c == "{" and interval.match(pattern, i):
+            m = interval.match(pattern, i)
+            if atom is not None and m.end() < n and pattern[m.end()] == "+":
+                inner = "".join(out[atom:]) + m.group()
+                del out[atom:]
+                out.append("(?:" + inner + ")")
+            else:
+                out.append(m.group())
+            i = m.end()
+        elif c in "*+?":
+            out.append(c)
+            i += 1
+        else:
+            atom = None if c == "|" else len(out)
+            out.append(c)
+            i += 1
+    return "".join(out)
 
 
 def _rewrite(pattern: str, engine: str) -> str:
@@ -386,7 +443,7 @@ def compile_fallback(pattern: str, engine: str = "tiktoken"):
         raise ImportError(f"ctok needs the 'regex' package for the split pattern {pattern!r}, "
                           "which has no native scanner") from exc
     flags = regex.V1
-    body = _rewrite(pattern, engine)
+    body = _rewrite(_onig_interval_plus(pattern) if engine == "hf" else pattern, engine)
     if engine == "hf":
         flags |= regex.MULTILINE
         src = body

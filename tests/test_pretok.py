@@ -90,6 +90,23 @@ def assert_tiktoken_splits(pattern, text, pieces, label=""):
                              f"{[inv[x] for x in got[max(0, i - 2):i + 3]]}")
 
 
+def assert_tiktoken_splits_many(pattern, texts, label, pieces=None):
+    """assert_tiktoken_splits for many separate segments with one Encoding (the union of their vocabularies)."""
+    kind = pt.recognise(pattern)
+    if pieces is None:
+        pieces = [ctok_pieces(kind, t) for t in texts]
+    ranks = {bytes([i]): i for i in range(256)}
+    for got in pieces:
+        bs = [p.encode() for p in got]
+        for b in bs:
+            ranks.setdefault(b, len(ranks))
+        for a, b in zip(bs, bs[1:]):
+            ranks.setdefault(a + b, len(ranks))
+    enc = tiktoken.Encoding("o", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+    for t, got, ids in zip(texts, pieces, enc.encode_ordinary_batch(texts, num_threads=2)):
+        assert ids == [ranks[p.encode()] for p in got], f"{label} {t!r}: ctok {got}"
+
+
 def ctok_pieces(kind, text):
     return [b.decode("utf-8") for b in P.split(kind, text.encode("utf-8"))]
 
@@ -147,11 +164,27 @@ def test_unicode_tables(probe, bits, flags):
     tk = set(map(ord, enc.decode_bytes(enc.encode_ordinary(ALL_TEXT)).decode("utf-8")))
     assert tk == ours, f"tiktoken {probe}: extra {sorted(tk - ours)[:5]}, missing {sorted(ours - tk)[:5]}"
     # tokenizers, behaviour "removed": the pieces are what the pattern does not match
-    kept = set()
-    for _, (a, b) in pre_tokenizers.Split(Regex(f"(?:{probe})+"), "removed").pre_tokenize_str(ALL_TEXT):
-        kept.update(range(a, b))
-    hf = {ALL_CPS[i] for i in range(len(ALL_CPS)) if i not in kept}
+    # (in 50,000-character chunks: tokenizers is much slower on one long string; membership is per character)
+    hf, pos = set(), 0
+    split = pre_tokenizers.Split(Regex(f"(?:{probe})+"), "removed")
+    gaps = [(a + i, b + i) for i in range(0, len(ALL_TEXT), 50_000)
+            for _, (a, b) in split.pre_tokenize_str(ALL_TEXT[i:i + 50_000])]
+    for a, b in gaps + [(len(ALL_CPS), len(ALL_CPS))]:
+        hf.update(ALL_CPS[pos:a])  # between two gaps: matched
+        pos = b
     assert hf == ours, f"tokenizers {probe}: extra {sorted(hf - ours)[:5]}, missing {sorted(ours - hf)[:5]}"
+
+
+def test_han_ranges_agree():
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "tools" / "unicode16_han.txt"
+    ranges = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            lo, _, hi = line.split(";")[0].strip().partition("..")
+            ranges.append((int(lo, 16), int(hi or lo, 16)))
+    assert tuple(ranges) == pt._HAN16
 
 
 def test_unicode_version_recorded():
@@ -193,7 +226,7 @@ def reps(flags):
             groups.setdefault((flags[cp], _utf8_len(cp)), []).append(cp)
     mapping, chosen_all = {}, set()
     for key, cps in groups.items():
-        k = min(len(cps), 12)
+        k = min(len(cps), 8)
         chosen = [cps[(i * (len(cps) - 1)) // max(k - 1, 1)] for i in range(k)]
         chosen_all.update(chosen)
         for i, cp in enumerate(cps):
@@ -253,8 +286,8 @@ def random_text(seed, n):
 
 @pytest.mark.parametrize("kind", ALL_KINDS, ids=_ids(ALL_KINDS))
 def test_random_mixed(kind):
-    for seed in range(4):
-        check_kind(kind, random_text(1000 * kind + seed, 25_000), f"random seed {seed}")
+    for seed in range(3):
+        check_kind(kind, random_text(1000 * kind + seed, 20_000), f"random seed {seed}")
 
 
 @pytest.mark.parametrize("kind", ALL_KINDS, ids=_ids(ALL_KINDS))
@@ -269,10 +302,8 @@ def test_adversarial(kind):
         if t:
             check_kind(kind, t, repr(t[:40]), tk=False)
     check_kind(kind, "".join(texts), "adversarial joined")
-    for t in texts[:200]:
-        if t:
-            assert_tiktoken_splits(pt.PATTERNS[kind], t, ctok_pieces(kind, t), repr(t[:40])) \
-                if kind in TIKTOKEN_KINDS else None
+    if kind in TIKTOKEN_KINDS:
+        assert_tiktoken_splits_many(pt.PATTERNS[kind], [t for t in texts if t], NAME[kind])
 
 
 def test_short_segments_exhaustive():
@@ -290,18 +321,7 @@ def test_short_segments_exhaustive():
                 assert got == ref, f"{NAME[kind]} {t!r}: ctok {got} vs tokenizers {ref}"
             sep_pieces.append(got)
         if kind in TIKTOKEN_KINDS:
-            # tiktoken: one Encoding for all, each text encoded alone
-            ranks = {bytes([i]): i for i in range(256)}
-            for got in sep_pieces:
-                bs = [p.encode() for p in got]
-                for b in bs:
-                    ranks.setdefault(b, len(ranks))
-                for a, b in zip(bs, bs[1:]):
-                    ranks.setdefault(a + b, len(ranks))
-            enc = tiktoken.Encoding("o", pat_str=pt.PATTERNS[kind], mergeable_ranks=ranks, special_tokens={})
-            got_all = enc.encode_ordinary_batch(texts, num_threads=2)
-            for t, got, ids in zip(texts, sep_pieces, got_all):
-                assert ids == [ranks[p.encode()] for p in got], f"{NAME[kind]} {t!r}: ctok {got}"
+            assert_tiktoken_splits_many(pt.PATTERNS[kind], texts, NAME[kind], sep_pieces)
 
 
 # ------------------------------------------------------------------------------------------------ corpus
@@ -444,6 +464,9 @@ def test_fallback_matches_references(kind, reps):
     (r"[\p{L}&&[^\p{Han}]]+|\p{Han}+|.", "ab中文cd\U0002ebf0\U00031350"),
     (r"\d+|\D", "12٣\U0001e5f1x"),
     (r"[^\p{N}\s]+", "a1 b\u0897 \U00016ea0"),
+    (r"\p{N}{1,3}+|\D", "1234567 12 ab"),          # possessive in Rust, (?:\p{N}{1,3})+ in Oniguruma
+    (r"(?:ab){1,2}+|.", "ababababc"),
+    (r"(?i:'s|'t)|\s+$|.", "'S 'ſ 'ß  \n  x  "),
 ])
 def test_fallback_general_patterns(pattern, text):
     """The rewrite gives tiktoken's and Oniguruma's results on patterns beyond the known ones."""
