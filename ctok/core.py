@@ -47,6 +47,7 @@ class Encoding:
         self._hf = hf_pipeline
         self.special_tokens = dict(hf_pipeline.special_tokens if hf_pipeline else spec.special_tokens)
         self._special_ids = {v: k for k, v in self.special_tokens.items()}
+        self._special_names = frozenset(self.special_tokens)
         self.n_vocab = hf_pipeline.n_vocab if hf_pipeline else spec.n_vocab
         self.pattern = spec.pattern
         if hf_pipeline is not None:
@@ -93,7 +94,7 @@ class Encoding:
             # Longest first so that, of two specials starting at one place, the longer one wins.
             alts = sorted(names, key=lambda s: (-len(s), s))
             r = re.compile("|".join(re.escape(s) for s in alts)) if alts else None
-            if len(self._special_re_cache) > 64:
+            if len(self._special_re_cache) > 256:
                 self._special_re_cache.clear()
             self._special_re_cache[names] = r
         return r
@@ -102,7 +103,8 @@ class Encoding:
         if allowed_special == "all":
             allowed = frozenset(self.special_tokens)
         else:
-            allowed = frozenset(allowed_special)
+            # Names that are not special tokens of this encoding are ignored, as tiktoken does.
+            allowed = frozenset(allowed_special) & self._special_names
         if disallowed_special == "all":
             disallowed = frozenset(self.special_tokens) - allowed
         else:
