@@ -51,12 +51,18 @@ cdef class CoreEncoder:
     # INCREF per token instead of an allocation.  Filled and read only with the GIL held.
     cdef PyObject** int_cache
     cdef Py_ssize_t int_cache_size
+    # Buffers reused by short encodes, which run entirely with the GIL held; `short_busy` guards against
+    # re-entry (a finalizer run by the garbage collector while the result list is built).
+    cdef IdVec short_out
+    cdef BpeScratch short_scratch
+    cdef bint short_busy
 
     cdef list ids_to_list(self, IdVec* v)
     cdef _check_kind(self)
     cdef int encode_into(self, const uint8_t* s, Py_ssize_t n, IdVec* out, BpeScratch* sc) noexcept nogil
     cdef int _encode_bytes(self, bytes data, IdVec* out, bint split) except -1
     cdef int _encode_many(self, list datas, IdVec* out, int64_t* ends) except -1
+    cdef int _gather(self, tokens, IdVec* tmp, char** buf, Py_ssize_t* length) except -1
 
 # Status-code API (ctok.h): encode ordinary UTF-8 text into a caller buffer; decode ids into bytes.
 cdef int capi_encode(const void* encoder, const uint8_t* text, size_t length, uint32_t* out, size_t cap,

@@ -26,11 +26,19 @@ from ctok.errors import UnknownTokenError
 
 import os
 
+# Texts shorter than this many bytes are encoded without releasing the GIL (a release/re-acquire pair
+# costs more than encoding a few words).
+SHORT_TEXT_BYTES = 2048
+
 # Bytes of memory for each encoder's piece cache (CTOK_PIECE_CACHE_BYTES overrides; 0 turns it off).
 DEFAULT_PIECE_CACHE_BYTES = 4 << 20
 
 
 cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
+    object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
+    PyObject* PyList_GET_ITEM(object lst, Py_ssize_t i)
+    Py_ssize_t PyLong_AsSsize_t(object o) except? -1
     PyObject* PyLong_FromUnsignedLong_ptr "PyLong_FromUnsignedLong"(unsigned long v) except NULL
     void Py_INCREF_ptr "Py_INCREF"(PyObject* o)
     void Py_DECREF_ptr "Py_DECREF"(PyObject* o)
@@ -51,6 +59,10 @@ cdef Py_ssize_t next_marker_word_end(const EncoderState* st, const uint8_t* s, P
             return p
         p += 1
     return n
+
+
+cdef enum:
+    SHORT_TEXT = 2048       # keep in step with SHORT_TEXT_BYTES
 
 
 cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, IdVec* out,
@@ -108,10 +120,15 @@ cdef class CoreEncoder:
         self.int_cache = NULL
         self.int_cache_size = 0
         self.state.cache.entries = NULL
+        self.short_out.data = NULL; self.short_out.size = 0; self.short_out.cap = 0
+        scratch_init(&self.short_scratch)
+        self.short_busy = False
 
     def __dealloc__(self):
         cdef Py_ssize_t i
         cache_free(&self.state.cache)
+        idvec_free(&self.short_out)
+        scratch_free(&self.short_scratch)
         if self.int_cache != NULL:
             for i in range(self.int_cache_size):
                 if self.int_cache[i] != NULL:
@@ -336,30 +353,110 @@ cdef class CoreEncoder:
     def token_id(self, bytes b):
         return self.vocab.token_id(b)
 
-    def decode_bytes(self, tokens):
-        """Concatenated bytes of `tokens` (ordinary and special ids); unknown ids raise UnknownTokenError."""
-        cdef Vocab v = self.vocab
-        cdef Py_ssize_t total = 0, pos = 0, tid, ln
+    cdef int _gather(self, tokens, IdVec* tmp, char** buf, Py_ssize_t* length) except -1:
+        # The bytes of `tokens` in a malloc'd buffer (caller frees): one pass over a list, checking ids.
+        cdef const Tables* t = &self.vocab.t
         cdef list ids
+        cdef Py_ssize_t i, n, tid, ln, total = 0, cap
+        cdef char* out
+        cdef char* grown
         if isinstance(tokens, list):
-            ids = tokens
+            ids = <list>tokens
         elif hasattr(tokens, "tolist"):               # numpy arrays: plain ints, not numpy scalars
             ids = tokens.tolist()
         else:
             ids = list(tokens)
-        for t in ids:
-            tid = t
-            if tid < 0 or tid >= v.t.n_ids or v.t.kind[tid] == 0:
-                raise UnknownTokenError(t)
-            total += v.t.offsets[tid + 1] - v.t.offsets[tid]
-        cdef bytes result = PyBytes_FromStringAndSize(NULL, total)
-        cdef char* dst = PyBytes_AS_STRING(result)
-        for t in ids:
-            tid = t
-            ln = v.t.offsets[tid + 1] - v.t.offsets[tid]
-            memcpy(dst + pos, v.t.blob + v.t.offsets[tid], ln)     # tid checked in the first pass
-            pos += ln
-        return result
+        n = len(ids)
+        cap = n * 8 + 16
+        out = <char*>malloc(cap)
+        if out == NULL:
+            raise MemoryError()
+        try:
+            for i in range(n):
+                tid = PyLong_AsSsize_t(<object>PyList_GET_ITEM(ids, i))
+                if tid < 0 or tid >= t.n_ids or t.kind[tid] == 0:
+                    raise UnknownTokenError(ids[i])
+                ln = t.offsets[tid + 1] - t.offsets[tid]
+                if total + ln + 16 > cap:
+                    cap = (total + ln + 16) * 2
+                    grown = <char*>realloc(out, cap)
+                    if grown == NULL:
+                        raise MemoryError()
+                    out = grown
+                if ln <= 16:
+                    # A fixed-size copy is two moves, not a call; it may copy up to 16 - ln bytes past
+                    # the token, which the blob's tail padding and out's 16 spare bytes allow.
+                    memcpy(out + total, t.blob + t.offsets[tid], 16)
+                else:
+                    memcpy(out + total, t.blob + t.offsets[tid], ln)  # tid checked above, room ensured
+                total += ln
+        except BaseException:
+            free(out)
+            raise
+        buf[0] = out
+        length[0] = total
+        return 0
+
+    def decode_bytes(self, tokens):
+        """Concatenated bytes of `tokens` (ordinary and special ids); unknown ids raise UnknownTokenError."""
+        cdef char* buf = NULL
+        cdef Py_ssize_t n = 0
+        self._gather(tokens, NULL, &buf, &n)
+        try:
+            return PyBytes_FromStringAndSize(buf, n)
+        finally:
+            free(buf)
+
+    def decode_str(self, tokens, str errors="replace"):
+        """decode_bytes(tokens).decode("utf-8", errors), without the intermediate bytes object."""
+        cdef char* buf = NULL
+        cdef Py_ssize_t n = 0
+        self._gather(tokens, NULL, &buf, &n)
+        try:
+            return PyUnicode_DecodeUTF8(buf, n, errors.encode("ascii"))
+        finally:
+            free(buf)
+
+    def encode_str(self, str text):
+        """encode_ordinary for a str: its UTF-8 form (cached inside the str by CPython, no copy for ASCII)
+        is encoded directly; short texts keep the GIL, where releasing it would cost more than the work.
+        Lone surrogates become U+FFFD first, as tiktoken does."""
+        cdef Py_ssize_t n
+        cdef const char* s
+        cdef IdVec out
+        cdef BpeScratch sc
+        cdef int rc
+        try:
+            s = PyUnicode_AsUTF8AndSize(text, &n)
+        except UnicodeEncodeError:
+            fixed = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+            s = PyUnicode_AsUTF8AndSize(fixed, &n)
+            text = fixed                               # keeps the buffer alive below
+        if n < SHORT_TEXT and not self.short_busy:
+            self.short_busy = True
+            try:
+                self.short_out.size = 0
+                if self.encode_into(<const uint8_t*>s, n, &self.short_out, &self.short_scratch) != BPE_OK:
+                    raise MemoryError()
+                return self.ids_to_list(&self.short_out)
+            finally:
+                self.short_busy = False
+                if self.short_out.cap > 4096:             # do not keep a large buffer around
+                    idvec_free(&self.short_out)
+        out.data = NULL; out.size = 0; out.cap = 0
+        scratch_init(&sc)
+        try:
+            if n < SHORT_TEXT:
+                rc = self.encode_into(<const uint8_t*>s, n, &out, &sc)
+            else:
+                with nogil:
+                    rc = self.encode_into(<const uint8_t*>s, n, &out, &sc)
+            if rc != BPE_OK:
+                raise MemoryError()
+            return self.ids_to_list(&out)
+        finally:
+            scratch_free(&sc)
+            idvec_free(&out)
 
     def token_bytes(self, Py_ssize_t tid):
         return self.vocab.token_bytes(tid)
@@ -461,3 +558,50 @@ def marker_split_is_safe(token_bytes, bytes marker):
                 return False
             i = b.find(marker, i + 1)
     return True
+
+
+cdef extern from "Python.h":
+    Py_ssize_t PyUnicode_FindChar(object s, Py_UCS4 ch, Py_ssize_t start, Py_ssize_t end, int direction) except -2
+
+
+_NO_SPECIALS = frozenset()
+
+
+cdef class FastEncode:
+    """`Encoding.encode` for files whose ordinary text goes straight to the compiled encoder.
+
+    The common call, encode(text) with the default special-token policy, only has to prove that the
+    text holds no special token's text; when it holds none of the characters special tokens start with,
+    it is encoded at once.  Every other call goes to the full Python implementation (`slow`)."""
+    cdef CoreEncoder core
+    cdef object slow
+    cdef Py_UCS4 firsts[8]
+    cdef int n_firsts               # -1: too many distinct first characters to scan for; use `slow`
+
+    def __init__(self, CoreEncoder core, slow, special_names):
+        cdef set firsts = {name[0] for name in special_names if name}
+        self.core = core
+        self.slow = slow
+        if len(firsts) > 8:
+            self.n_firsts = -1
+        else:
+            self.n_firsts = 0
+            for c in sorted(firsts):
+                self.firsts[self.n_firsts] = ord(c)
+                self.n_firsts += 1
+
+    def __call__(self, text, *, allowed_special=_NO_SPECIALS, disallowed_special="all",
+                 add_special_tokens=False):
+        cdef int i
+        cdef Py_ssize_t n
+        if (type(text) is str and self.n_firsts >= 0 and not add_special_tokens
+                and (allowed_special is _NO_SPECIALS or not allowed_special)
+                and (disallowed_special is "all" or disallowed_special == "all")):
+            n = len(<str>text)
+            for i in range(self.n_firsts):
+                if PyUnicode_FindChar(text, self.firsts[i], 0, n, 1) >= 0:
+                    break
+            else:
+                return self.core.encode_str(text)
+        return self.slow(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
+                         add_special_tokens=add_special_tokens)

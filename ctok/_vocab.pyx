@@ -89,7 +89,8 @@ cdef class Vocab:
             if all_bytes[i] is not None:
                 total += PyBytes_GET_SIZE(all_bytes[i])
         self.t.offsets[n_ids] = total
-        self.t.blob = <uint8_t*>malloc(total + 1)
+        # 16 spare bytes: decoding copies short tokens with fixed 16-byte moves that may read past the end.
+        self.t.blob = <uint8_t*>calloc(total + 16, 1)
         if self.t.blob == NULL:
             raise MemoryError()
         for i in range(n_ids):
@@ -330,7 +331,7 @@ cdef class Vocab:
         # below are aligned; the size check above puts every section inside the buffer.
         v.t.offsets = <uint64_t*>(base + pos); pos += (n + 1) * 8
         v.t.kind = <uint8_t*>(base + pos); pos += _up8(n + 1)
-        v.t.blob = <uint8_t*>(base + pos); pos += _up8(blob_len)
+        v.t.blob = <uint8_t*>(base + pos); pos += _up8(blob_len)   # slots (>= 256 bytes) follow: 16-byte over-reads stay inside
         v.t.slots = <Slot*>(base + pos); pos += slot_size * sizeof(Slot)
         v.t.slot_mask = slot_size - 1
         v.t.pairs = <PairEntry*>(base + pos); pos += pair_size * sizeof(PairEntry)

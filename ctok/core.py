@@ -68,6 +68,11 @@ class Encoding:
         # The C API encodes ordinary text natively; files whose Python-level pipeline must run first
         # (HF normalizers/added tokens, a regex fallback) are refused there with CTOK_ERR_UNSUPPORTED.
         self._core.c_api_ok = hf_pipeline is None and self._split_fallback is None
+        if self._native_plain():
+            # Hot paths straight into the compiled encoder (str in, list out).
+            from ._encoder import FastEncode
+            self.encode_ordinary = self._core.encode_str
+            self.encode = FastEncode(self._core, self._encode_full, self.special_tokens)
 
     # ---- introspection ----
     def __repr__(self):
@@ -128,7 +133,7 @@ class Encoding:
         if self._hf is not None:
             return self._hf.encode(text, recognise_special=False)
         if self._split_fallback is None:
-            return self._core.encode_ordinary(_utf8(text))
+            return self._core.encode_str(text)
         return self._core.encode_pieces([_utf8(p) for p in self._split_fallback(text)])
 
     def _encode_with_specials(self, text: str, allowed: frozenset) -> List[int]:
@@ -157,6 +162,10 @@ class Encoding:
 
         add_special_tokens=True applies the tokenizer.json post-processor (e.g. a BOS token).
         """
+        return self._encode_full(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
+                                 add_special_tokens=add_special_tokens)
+
+    def _encode_full(self, text, *, allowed_special, disallowed_special, add_special_tokens):
         _check_text(text)
         allowed = self._policy(text, allowed_special, disallowed_special)
         if self._hf is not None:
@@ -303,7 +312,7 @@ class Encoding:
             return self._hf.decode(list(tokens), skip_special_tokens=skip_special_tokens)
         if skip_special_tokens:
             tokens = [t for t in tokens if t not in self._special_ids]
-        return self._core.decode_bytes(tokens).decode("utf-8", errors=errors)
+        return self._core.decode_str(tokens, errors)
 
     def decode_single_token_bytes(self, token: int) -> bytes:
         b = self._core.token_bytes(token) if isinstance(token, int) and token >= 0 else None
