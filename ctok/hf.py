@@ -114,8 +114,13 @@ def _unicode_normalize(form: str, s: str) -> str:
     """`form` normalization as HF computes it (Unicode 16 data, minus the code points HF does not know)."""
     if s.isascii():
         return s
+    u = unicodedata2.normalize(form, s)
+    if u is s or u == s:
+        # Normalized under Unicode 16 => normalized under HF's older data as well (unknown code points only
+        # block reordering and composition there; they never add any).
+        return s
     if _HF_INERT.search(s) is None:
-        return unicodedata2.normalize(form, s)  # returns `s` itself after its own quick check
+        return u
     # An unknown code point is an inert starter: nothing reorders or composes across it.
     out = []
     pos = 0
@@ -181,11 +186,8 @@ def _recognise(patterns_list: List[str]) -> Optional[int]:
     if mod is None:
         return None
     try:
-        if len(patterns_list) == 1:
-            k = mod.recognise(patterns_list[0])
-        else:
-            fn = getattr(mod, "recognise_sequence", None)
-            k = fn(patterns_list) if fn is not None else None
+        # tokenizer.json Split patterns run in Oniguruma: recognise them with its semantics.
+        k = mod.recognise_sequence(patterns_list, engine="hf")
     except Exception:  # noqa: BLE001 - an unrecognisable pattern simply takes the slow path
         return None
     if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
@@ -236,15 +238,15 @@ class _Ctx:
             raise self.bad(where, f"expected an object, got {type(v).__name__}")
         return v
 
-    def get(self, d, key, where, kind, default=_MISSING, nullable=False):
+    def get(self, d, key, where, kind, default=_MISSING):
         w = f"{where}.{key}" if where else key
         if key not in d:
             if default is _MISSING:
                 raise self.bad(w, "missing")
             return default
         v = d[key]
-        if v is None and (nullable or default is not _MISSING):
-            return default if default is not _MISSING else None
+        if v is None and default is not _MISSING:
+            return default
         if kind is bool:
             ok = isinstance(v, bool)
         elif kind is int:
@@ -509,8 +511,8 @@ def _parse_pretok(ctx, d, where, steps):
         if behavior not in _BEHAVIORS:
             raise ctx.bad(f"{where}.behavior", f"unknown behavior {behavior!r}")
         invert = ctx.get(d, "invert", where, bool)
-        pat = text if is_re else regex.escape(text)
-        steps.append(("split", (_Pattern(ctx, True, pat, f"{where}.pattern").check(), behavior, invert, pat)))
+        source = text if is_re else regex.escape(text)  # the regex HF builds (what the native recogniser sees)
+        steps.append(("split", (_Pattern(ctx, is_re, text, f"{where}.pattern").check(), behavior, invert, source)))
     elif t == "Metaspace":
         rep = ctx.char(d, "replacement", where)
         aps = ctx.get(d, "add_prefix_space", where, bool, default=None)
@@ -598,10 +600,11 @@ def _is_num(c):
 
 
 def _regex_matches(compiled, s, invert=False):
+    """find_matches of a compiled regex or a _Pattern, optionally inverted (HF's Invert)."""
     if not s:
         return [((0, 0), False)]
     out, prev = [], 0
-    for a, b in _spans(compiled, s):
+    for a, b in (compiled.spans(s) if isinstance(compiled, _Pattern) else _spans(compiled, s)):
         if prev != a:
             out.append(((prev, a), False))
         out.append(((a, b), True))
@@ -627,7 +630,7 @@ def _run_step(step, pieces):
     kind, arg = step
     if kind == "split":
         pat, behavior, invert, _ = arg
-        return _split_pieces(pieces, lambda s: _split_by_behavior(s, _regex_matches(pat.compiled, s, invert),
+        return _split_pieces(pieces, lambda s: _split_by_behavior(s, _regex_matches(pat, s, invert),
                                                                   behavior))
     if kind == "bytelevel":
         aps, use_regex, do_map = arg
@@ -684,7 +687,7 @@ _GPT2 = _Pattern(_Ctx("(builtin)"), True, GPT2_BYTELEVEL_PATTERN, "ByteLevel reg
 # Post-processors -> (ids before, ids after) the sequence when add_special_tokens
 
 
-def _parse_post(ctx, d, where, model_lookup):
+def _parse_post(ctx, d, where):
     """-> list of (prefix_ids, suffix_ids) applied in order (Sequence processors apply each in turn)."""
     if d is None:
         return []
@@ -692,7 +695,7 @@ def _parse_post(ctx, d, where, model_lookup):
     if t == "Sequence":
         out = []
         for i, sub in enumerate(ctx.get(d, "processors", where, list)):
-            out += _parse_post(ctx, sub, f"{where}.processors[{i}]", model_lookup)
+            out += _parse_post(ctx, sub, f"{where}.processors[{i}]")
         return out
     if t == "ByteLevel":
         return []
@@ -938,9 +941,10 @@ class HFPipeline:
 
     def __init__(self, *, path, core, vocab, vocab_r, added_r, added_map, special_set, normalized_cache,
                  norm_ops, pretok_steps, post, dec_steps, fast_kind, fast_prefix_space, whole_metaspace,
-                 char_level, mapped_pieces_final):
+                 char_level, mapped_pieces_final, py_bpe=None):
         self.path = path
         self.core = core
+        self._encoder = py_bpe if py_bpe is not None else core
         self._vocab = vocab
         self._vocab_r = vocab_r
         self._added_r = added_r
@@ -954,6 +958,7 @@ class HFPipeline:
         self._fast_kind = fast_kind
         self._fast_prefix_space = fast_prefix_space
         self._whole_metaspace = whole_metaspace
+        self._marker_words = False
         self._char_level = char_level
         self._mapped_final = mapped_pieces_final
         raw = [(t.content, i) for i, t in added_r.items() if not t.normalized]
@@ -964,7 +969,9 @@ class HFPipeline:
         self.special_tokens: Dict[str, int] = {c: added_map[c] for c in added_map if c in special_set}
         ids = list(vocab_r) + list(added_r)
         self.n_vocab = (max(ids) + 1) if ids else 0
-        if fast_kind is not None:
+        if py_bpe is not None:
+            self.pretokenizer = "hf+python-bpe"
+        elif fast_kind is not None:
             mod = _patterns_module()
             names = getattr(mod, "KIND_NAMES", {}) if mod is not None else {}
             self.pretokenizer = f"hf+{names.get(fast_kind, fast_kind)}"
@@ -974,6 +981,15 @@ class HFPipeline:
             self.pretokenizer = "hf+python"
         self._bytelevel_only = dec_steps == [("bytelevel", None)]
         self._id_bytes: Dict[int, bytes] = {}
+        # SentencePiece-style chains: per-token Replace steps, ByteFallback, Fuse, then steps on the one string.
+        k = 0
+        while k < len(dec_steps) and dec_steps[k][0] == "replace":
+            k += 1
+        if k + 1 < len(dec_steps) and dec_steps[k][0] == "bytefallback" and dec_steps[k + 1][0] == "fuse":
+            self._fused_chain = (dec_steps[:k], dec_steps[k + 2:])
+        else:
+            self._fused_chain = None
+        self._id_piece: Dict[int, tuple] = {}
 
     # ---- lookups ----
     def id_to_token(self, i: int) -> Optional[str]:
@@ -1050,9 +1066,13 @@ class HFPipeline:
                 out.append((s, first))
                 continue
             for a, b, tid in self._find_added(s, nm, skip_special):
+                if b <= a:
+                    # HF drops empty splits, token or not (a token whose normalized form is empty matches the
+                    # empty string everywhere: it splits the text but yields no id)
+                    continue
                 if tid is not None:
                     out.append(tid)
-                elif b > a:
+                else:
                     out.append((s[a:b], first and a == 0))
         return out
 
@@ -1073,7 +1093,7 @@ class HFPipeline:
         return [p.encode("utf-8") for p, _ in pieces]
 
     def _encode_segment(self, s: str, first: bool, out: List[int]):
-        core = self.core
+        core = self._encoder
         if self._fast_kind is not None:
             if self._fast_prefix_space and not s.startswith(" "):
                 s = " " + s
@@ -1085,10 +1105,11 @@ class HFPipeline:
             s = s.replace(" ", rep)
             if (scheme == "always" or (scheme == "first" and first)) and not s.startswith(rep):
                 s = rep + s
-            out += core.encode_pieces([s.encode("utf-8")])
-            return
-        if not self._pretok_steps:
-            out += core.encode_pieces([s.encode("utf-8")])
+        if wm is not None or not self._pretok_steps:
+            if self._marker_words:
+                out += core.encode_ordinary(s.encode("utf-8"))     # split at marker runs, natively
+            else:
+                out += core.encode_pieces([s.encode("utf-8")])
             return
         pieces = self._pretokenize(s, first)
         if pieces:
@@ -1155,10 +1176,53 @@ class HFPipeline:
             parts.append(b)
         return b"".join(parts).decode("utf-8", "replace")
 
+    def _decode_fused(self, ids, skip_special_tokens):
+        """Replace* + ByteFallback + Fuse + rest: per-token work cached per id, byte runs joined, then the rest
+        of the chain on the fused string (the same result as running the chain token by token)."""
+        pre, post = self._fused_chain
+        cache = self._id_piece
+        special = self._special_set
+        parts: List[str] = []
+        buf = bytearray()
+        for i in ids:
+            v = cache.get(i)
+            if v is None:
+                t = self._token_str(int(i))
+                if t is None:
+                    v = (None, False)
+                else:
+                    is_special = t in special
+                    for step in pre:
+                        t = _decode_step(step, [t])[0]
+                    m = _BYTE_TOKEN.fullmatch(t) if len(t) <= 6 else None
+                    if m is not None and len(t.encode("utf-8")) == 6:
+                        v = (int(m.group(1), 16), is_special)
+                    else:
+                        v = (t, is_special)
+                if len(cache) < 1_000_000:
+                    cache[i] = v
+            piece, is_special = v
+            if piece is None or (skip_special_tokens and is_special):
+                continue
+            if type(piece) is int:
+                buf.append(piece)
+                continue
+            if buf:
+                _flush_bytes(buf, parts)
+            parts.append(piece)
+        if buf:
+            _flush_bytes(buf, parts)
+        tokens = ["".join(parts)]
+        for step in post:
+            tokens = _decode_step(step, tokens)
+        return "".join(tokens)
+
     def decode(self, ids, *, skip_special_tokens: bool = False) -> str:
         """HF's Tokenizer.decode(ids, skip_special_tokens=...): unknown ids are skipped, as HF does."""
         if self._bytelevel_only:
             return self._decode_bytelevel(ids, skip_special_tokens)
+        if self._fused_chain is not None:
+            return self._decode_fused(ids, skip_special_tokens)
         special = self._special_set
         tokens = []
         for i in ids:
@@ -1193,10 +1257,8 @@ def _parse_model(ctx, m):
         if dropout != 0:
             raise ctx.unsupported(f"model.dropout={dropout} (BPE dropout is random)")
     unk = ctx.get(m, "unk_token", "model", str, default=None)
-    for key in ("continuing_subword_prefix", "end_of_word_suffix"):
-        v = ctx.get(m, key, "model", str, default=None)
-        if v:
-            raise ctx.unsupported(f"model.{key}={v!r}")
+    prefix = ctx.get(m, "continuing_subword_prefix", "model", str, default=None) or ""
+    suffix = ctx.get(m, "end_of_word_suffix", "model", str, default=None) or ""
     fuse_unk = ctx.get(m, "fuse_unk", "model", bool, default=False)
     byte_fallback = ctx.get(m, "byte_fallback", "model", bool, default=False)
     ignore_merges = ctx.get(m, "ignore_merges", "model", bool, default=False)
@@ -1228,23 +1290,40 @@ def _parse_model(ctx, m):
             get = vocab.get
             li = list(map(get, left))
             ri = list(map(get, right))
-            mi = list(map(get, map(operator.add, left, right)))
+            if prefix:
+                mi = [get(a + _strip_prefix(b, prefix)) for a, b in zip(left, right)]
+            else:
+                mi = list(map(get, map(operator.add, left, right)))
             if None in li or None in ri or None in mi:
                 raise ValueError
             merges = list(zip(li, ri))
+            merged = mi
         except (ValueError, KeyError, TypeError, AttributeError):
             merges = None
         if merges is None:
-            _merge_error(ctx, vocab, merges_raw, legacy)
+            _merge_error(ctx, vocab, merges_raw, legacy, prefix)
+    else:
+        merged = []
     if unk is not None and unk not in vocab:
         unk_id = -1  # HF fails only when an unknown character actually needs it
     else:
         unk_id = vocab[unk] if unk is not None else -1
-    return dict(vocab=vocab, merges=merges, unk_id=unk_id, fuse_unk=fuse_unk, byte_fallback=byte_fallback,
-                ignore_merges=ignore_merges)
+    return dict(vocab=vocab, merges=merges, merged=merged, unk_id=unk_id, fuse_unk=fuse_unk,
+                byte_fallback=byte_fallback, ignore_merges=ignore_merges, prefix=prefix, suffix=suffix)
 
 
-def _merge_error(ctx, vocab, merges_raw, legacy):
+def _strip_prefix(b: str, prefix: str) -> str:
+    """HF strips len(prefix) bytes from the right part of a merge, whatever they are."""
+    if b.startswith(prefix):
+        return b[len(prefix):]
+    n = len(prefix.encode("utf-8"))
+    raw = b.encode("utf-8")
+    if len(raw) < n:
+        raise ValueError("merge part shorter than continuing_subword_prefix")
+    return raw[n:].decode("utf-8")  # a split character raises UnicodeDecodeError (a ValueError)
+
+
+def _merge_error(ctx, vocab, merges_raw, legacy, prefix=""):
     """Find and report the first bad entry of model.merges (the fast path above only knows one exists)."""
     for i, e in enumerate(merges_raw):
         if legacy:
@@ -1265,8 +1344,13 @@ def _merge_error(ctx, vocab, merges_raw, legacy):
             raise ctx.bad(f"model.merges[{i}]", f"token {a!r} is not in model.vocab")
         if b not in vocab:
             raise ctx.bad(f"model.merges[{i}]", f"token {b!r} is not in model.vocab")
-        if a + b not in vocab:
-            raise ctx.bad(f"model.merges[{i}]", f"merged token {a + b!r} is not in model.vocab")
+        try:
+            ab = a + (_strip_prefix(b, prefix) if prefix else b)
+        except ValueError:
+            raise ctx.bad(f"model.merges[{i}]", f"token {b!r} does not hold the continuing_subword_prefix "
+                                                f"{prefix!r}") from None
+        if ab not in vocab:
+            raise ctx.bad(f"model.merges[{i}]", f"merged token {ab!r} is not in model.vocab")
     raise ctx.bad("model.merges", "invalid entry")  # pragma: no cover
 
 
@@ -1282,6 +1366,119 @@ def _parse_added(ctx, lst):
         normalized = ctx.get(d, "normalized", w, bool, default=not special)
         out.append(_AddedToken(content, flags[0], flags[1], flags[2], normalized, special))
     return out
+
+
+class _PyBPE:
+    """HF's BPE in Python, for models with a continuing_subword_prefix or an end_of_word_suffix (the native
+    core's initial symbols are plain bytes or characters).  Pieces are given as raw bytes, like the core's."""
+
+    def __init__(self, vocab, merges, merged, *, prefix, suffix, byte_level, byte_fallback, unk_id, fuse_unk,
+                 ignore_merges):
+        self.vocab = vocab
+        self.merges = {}
+        for r, (pair, new) in enumerate(zip(merges, merged)):
+            self.merges[pair] = (r, new)  # a repeated pair keeps its last rank, as HF's map does
+        self.prefix, self.suffix = prefix, suffix
+        self.byte_level = byte_level
+        self.byte_fallback = byte_fallback
+        self.unk_id = unk_id
+        self.fuse_unk = fuse_unk
+        self.ignore_merges = ignore_merges
+        self.fallback = [vocab.get(f"<0x{b:02X}>") for b in range(256)]
+        self.cache: Dict[str, List[int]] = {}
+
+    def encode_pieces(self, pieces):
+        out: List[int] = []
+        for p in pieces:
+            w = p.decode("latin-1").translate(_BL_MAP) if self.byte_level else p.decode("utf-8")
+            ids = self.cache.get(w)
+            if ids is None:
+                ids = self._word(w)
+                if len(self.cache) < 100_000:
+                    self.cache[w] = ids
+            out += ids
+        return out
+
+    def encode_ordinary(self, data):
+        return self.encode_pieces([data]) if data else []
+
+    def _word(self, w: str) -> List[int]:
+        vocab = self.vocab
+        if not w:
+            return []
+        if self.ignore_merges and w in vocab:
+            return [vocab[w]]
+        syms: List[int] = []
+        unk = None
+        last = len(w) - 1
+        for k, ch in enumerate(w):
+            s = ch
+            if k and self.prefix:
+                s = self.prefix + s
+            if k == last and self.suffix:
+                s = s + self.suffix
+            tid = vocab.get(s)
+            if tid is not None:
+                if unk is not None:
+                    syms.append(unk)
+                    unk = None
+                syms.append(tid)
+                continue
+            if self.byte_fallback:
+                fb = [self.fallback[b] for b in s.encode("utf-8")]
+                if None not in fb:
+                    syms += fb
+                    continue
+            if self.unk_id >= 0:
+                if unk is not None and not self.fuse_unk:
+                    syms.append(unk)
+                elif unk is not None:
+                    continue
+                unk = self.unk_id
+        if unk is not None:
+            syms.append(unk)
+        return self._merge(syms)
+
+    def _merge(self, syms: List[int]) -> List[int]:
+        import heapq
+
+        n = len(syms)
+        if n < 2:
+            return syms
+        merges = self.merges
+        nxt = list(range(1, n + 1))
+        prv = list(range(-1, n - 1))
+        alive = [True] * n
+        heap = []
+        for i in range(n - 1):
+            m = merges.get((syms[i], syms[i + 1]))
+            if m is not None:
+                heap.append((m[0], i, syms[i], syms[i + 1]))
+        heapq.heapify(heap)
+        while heap:
+            _, i, a, b = heapq.heappop(heap)
+            if not alive[i] or syms[i] != a:
+                continue
+            j = nxt[i]
+            if j >= n or syms[j] != b:
+                continue
+            new = merges[(a, b)][1]
+            syms[i] = new
+            alive[j] = False
+            nxt[i] = nxt[j]
+            if nxt[j] < n:
+                prv[nxt[j]] = i
+            p = prv[i]
+            if p >= 0:
+                m = merges.get((syms[p], new))
+                if m is not None:
+                    heapq.heappush(heap, (m[0], p, syms[p], new))
+            q = nxt[i]
+            if q < n:
+                m = merges.get((new, syms[q]))
+                if m is not None:
+                    heapq.heappush(heap, (m[0], i, new, syms[q]))
+        return [t for t, ok in zip(syms, alive) if ok]
 
 
 def _default_core_factory():
@@ -1321,7 +1518,7 @@ def load_tokenizer_json(path, config=None, *, core_factory=None):
     pretok_steps: list = []
     _parse_pretok(ctx, d.get("pre_tokenizer"), "pre_tokenizer", pretok_steps)
     added_list = _parse_added(ctx, ctx.get(d, "added_tokens", "", list, default=[]))
-    post = _parse_post(ctx, d.get("post_processor"), "post_processor", vocab)
+    post = _parse_post(ctx, d.get("post_processor"), "post_processor")
     dec_steps: list = []
     _parse_decoder(ctx, d.get("decoder"), "decoder", dec_steps)
 
@@ -1378,6 +1575,10 @@ def load_tokenizer_json(path, config=None, *, core_factory=None):
             next_id += 1
         if tok.normalized and norm_ops:
             normed, _ = _apply_normalizer(norm_ops, tok.content)
+            if not normed:
+                raise ctx.unsupported(
+                    f"added token {tok.content!r} (normalized=true) whose normalized form is empty: HF matches it "
+                    "as the empty string everywhere, erratically, and panics on non-ASCII text")
             if normed != tok.content:
                 normalized_cache[new_id] = normed
         added_map[tok.content] = new_id
@@ -1402,10 +1603,32 @@ def load_tokenizer_json(path, config=None, *, core_factory=None):
         rep, scheme, _ = pretok_steps[0][1]
         whole_metaspace = (rep, scheme)
 
+    py_bpe = None
+    if model["prefix"] or model["suffix"]:
+        fast_kind = None  # the native scanner feeds the core; here pieces go to the Python BPE
+        py_bpe = _PyBPE(vocab, model["merges"], model["merged"], prefix=model["prefix"], suffix=model["suffix"],
+                        byte_level=byte_level, byte_fallback=model["byte_fallback"], unk_id=model["unk_id"],
+                        fuse_unk=model["fuse_unk"], ignore_merges=model["ignore_merges"])
+        merges = []  # the core only serves token lookups and decode_bytes here
+
+    # SentencePiece-style files encode each segment as one word.  When no token holds a character
+    # followed by the word marker, no merge can join across the start of a marker run, so the native
+    # encoder may split there (PRETOK_MARKER_WORDS): same ids, linear instead of one huge merge.
+    marker_words = None
+    if (py_bpe is None and not byte_level and fast_kind is None and not model["ignore_merges"]
+            and (whole_metaspace is not None or not pretok_steps)):
+        marker = whole_metaspace[0] if whole_metaspace is not None else "\u2581"
+        mb = marker.encode("utf-8")
+        from ctok._encoder import MARKER_WORDS, marker_split_is_safe
+        if 1 <= len(mb) <= 8 and marker in vocab and marker_split_is_safe(token_bytes, mb):
+            marker_words = mb
+            fast_kind_native = MARKER_WORDS
     factory = core_factory or _default_core_factory()
     core_kwargs = dict(pretok_kind=fast_kind or 0, char_level=not byte_level,
                        byte_fallback=model["byte_fallback"], unk_id=model["unk_id"], fuse_unk=model["fuse_unk"],
                        ignore_merges=model["ignore_merges"])
+    if marker_words is not None:
+        core_kwargs.update(pretok_kind=fast_kind_native, marker=marker_words)
     extra_bytes = {i: t.content.encode("utf-8") for i, t in added_r.items()
                    if i >= size or token_bytes[i] is None}
     try:
@@ -1417,7 +1640,11 @@ def load_tokenizer_json(path, config=None, *, core_factory=None):
         path=str(path), core=core, vocab=vocab, vocab_r=vocab_r, added_r=added_r, added_map=added_map,
         special_set=special_set, normalized_cache=normalized_cache, norm_ops=norm_ops, pretok_steps=pretok_steps,
         post=post, dec_steps=dec_steps, fast_kind=fast_kind, fast_prefix_space=fast_prefix_space,
-        whole_metaspace=whole_metaspace, char_level=not byte_level, mapped_pieces_final=mapped_final)
+        whole_metaspace=whole_metaspace, char_level=not byte_level, mapped_pieces_final=mapped_final,
+        py_bpe=py_bpe)
+    pipeline._marker_words = marker_words is not None
+    if marker_words is not None:
+        pipeline.pretokenizer = "hf+marker-words"
 
     from ctok.vocab import VocabSpec
 
@@ -1435,6 +1662,7 @@ def load_tokenizer_json(path, config=None, *, core_factory=None):
         extra={"format": "hf-tokenizer.json", "added_tokens": dict(pipeline.added_tokens),
                "split_patterns": split_patterns, "byte_level": byte_level,
                "byte_fallback": model["byte_fallback"], "ignore_merges": model["ignore_merges"],
+               "continuing_subword_prefix": model["prefix"], "end_of_word_suffix": model["suffix"],
                "unk_id": model["unk_id"], "config": config},
     )
     return spec, pipeline
