@@ -22,6 +22,9 @@ DisallowedSpecial = Union[Literal["all"], Collection[str]]
 
 # Batches below this many texts are encoded on the calling thread: a pool costs more than it saves.
 MIN_PARALLEL_BATCH = 8
+# Python-level pipelines use threads only when texts average at least this many characters, where the
+# native encode (GIL released) dominates.
+PARALLEL_PYTHON_BYTES = 65536
 
 
 def _utf8(text: str) -> bytes:
@@ -216,6 +219,10 @@ class Encoding:
         n = _thread_count(num_threads)
         if n <= 1 or len(items) < MIN_PARALLEL_BATCH:
             return [fn(x) for x in items]
+        if not self._native_plain() and sum(len(x) for x in items) < PARALLEL_PYTHON_BYTES * len(items):
+            # Pipelines with Python-level stages (HF normalizers, added tokens, regex fallback) hold the
+            # GIL for most of each short text: threads would only contend for it.
+            return [fn(x) for x in items]
         return list(_pool().map(fn, items, chunksize=max(1, len(items) // (4 * n))))
 
     def _chunks(self, datas: list, num_threads: Optional[int]):
@@ -378,33 +385,47 @@ class _ByteStreamDecoder:
 
 
 class _WindowStreamDecoder:
-    """tokenizer.json families: decode a short window of recent ids and emit what grew, holding back
-    text that still ends in U+FFFD (an unfinished byte sequence), as HF's DecodeStream does."""
+    """tokenizer.json families, following HF's DecodeStream: decode a short window of recent ids (the
+    previous step's ids serve as context, so decoders that look at the start of the text, like Strip
+    or Metaspace's leading space, act on the context and not on the new text) and emit only what grew,
+    holding text back while it ends in U+FFFD (an unfinished byte sequence).  O(window) per token."""
 
     def __init__(self, enc: Encoding, skip_special_tokens: bool):
         self._enc = enc
         self._skip = skip_special_tokens
         self._ids: List[int] = []
         self._prefix = ""
-        self._emitted_all = ""
+        self._prefix_index = 0
 
     def _decode(self, ids):
         return self._enc.decode(ids, skip_special_tokens=self._skip)
 
     def step(self, token: int) -> str:
-        self._ids.append(token)
-        text = self._decode(self._ids)
+        ids = self._ids
+        if not self._prefix and ids:
+            # The window's context decoded to nothing complete so far: adopt it once it is complete.
+            new_prefix = self._decode(ids)
+            if not new_prefix.endswith("\ufffd"):
+                self._prefix = new_prefix
+                self._prefix_index = len(ids)
+        ids.append(token)
+        text = self._decode(ids)
         if len(text) > len(self._prefix) and not text.endswith("\ufffd"):
+            if not text.startswith(self._prefix):
+                raise ValueError("stream decoder: the decoded window no longer starts with its prefix")
             new = text[len(self._prefix):]
-            if text.startswith(self._prefix):
-                self._prefix = text
-                return new
+            new_prefix_index = len(ids) - self._prefix_index
+            self._ids = ids[self._prefix_index:]
+            self._prefix = self._decode(self._ids)
+            self._prefix_index = new_prefix_index
+            return new
         return ""
 
     def flush(self) -> str:
+        """Text still held back (e.g. a final incomplete byte sequence, decoded with U+FFFD)."""
         text = self._decode(self._ids)
-        new = text[len(self._prefix):] if text.startswith(self._prefix) else ""
-        self._prefix = text
+        new = text[len(self._prefix):] if len(text) > len(self._prefix) and text.startswith(self._prefix) else ""
+        self._ids, self._prefix, self._prefix_index = [], "", 0
         return new
 
 

@@ -1,0 +1,56 @@
+"""encode_ordinary per family and corpus file, as time and as MB/s, and the same for the peers with the ratio.
+
+Each point is one whole corpus file encoded to a Python list of ids on one thread.  asv's first sample is the
+first pass over the text in that process (per-process caches cold), the later ones are warm.
+"""
+from .common import CORPUS_FILES, FAMILY_NAMES, PEERS, best_mbps, encoder, text
+
+# The peers run on the first PEER_BYTES of each file (the slowest peer is slower than ctok by an order of
+# magnitude on some files): the ratio is measured on the same slice for both.
+PEER_BYTES = 200_000
+# ... and on four files that span the scripts (Latin prose, code, Japanese, 149 languages), to keep the suite short.
+PEER_CORPUS = ["en_dracula.txt", "code_python.txt", "ja_wagahaiwa_nekodearu.txt", "udhr_multilingual.txt"]
+
+
+class EncodeOrdinary:
+    """ctok: Encoding.encode_ordinary(whole corpus file)."""
+    params = (FAMILY_NAMES, CORPUS_FILES)
+    param_names = ["family", "corpus"]
+    number = 1
+    repeat = (2, 10, 10.0)
+    rounds = 1
+    timeout = 300
+
+    def setup(self, family, name):
+        self.text = text(name)
+        self.fn = encoder("ctok", family)
+
+    def time_encode_ordinary(self, family, name):
+        self.fn(self.text)
+
+    def track_mbps(self, family, name):
+        return best_mbps(self.fn, self.text)
+    track_mbps.unit = "MB/s"
+
+
+class EncodePeers:
+    """The peers on the first 200 kB of four files: their time, and ctok's speed as a multiple of theirs
+    (track_ctok_speedup > 1: ctok is faster), measured back to back in one process."""
+    params = (FAMILY_NAMES, PEER_CORPUS, PEERS)
+    param_names = ["family", "corpus", "peer"]
+    number = 1
+    repeat = (2, 5, 10.0)
+    rounds = 1
+    timeout = 300
+
+    def setup(self, family, name, lib):
+        self.text = text(name, PEER_BYTES)
+        self.fn = encoder(lib, family)           # NotImplementedError (skip) where the peer does not apply
+        self.ctok = encoder("ctok", family)
+
+    def time_encode(self, family, name, lib):
+        self.fn(self.text)
+
+    def track_ctok_speedup(self, family, name, lib):
+        return best_mbps(self.ctok, self.text) / best_mbps(self.fn, self.text)
+    track_ctok_speedup.unit = "ratio"
