@@ -43,6 +43,10 @@ cdef struct EncoderState:
 cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, IdVec* out,
                       BpeScratch* sc) noexcept nogil
 
+# BPE ids of one piece: whole-token lookup, then the shared piece cache, then the merge.
+cdef int encode_piece_cached(const EncoderState* st, const uint8_t* p, Py_ssize_t n, IdVec* out,
+                             BpeScratch* sc) noexcept nogil
+
 cdef class CoreEncoder:
     cdef readonly Vocab vocab
     cdef EncoderState state

@@ -84,8 +84,8 @@ cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Id
     return BPE_OK
 
 
-cdef inline int encode_piece_cached(const EncoderState* st, const uint8_t* p, Py_ssize_t n, IdVec* out,
-                                    BpeScratch* sc) noexcept nogil:
+cdef int encode_piece_cached(const EncoderState* st, const uint8_t* p, Py_ssize_t n, IdVec* out,
+                             BpeScratch* sc) noexcept nogil:
     # Whole-token pieces are answered by the vocabulary; other short pieces go through the piece cache.
     cdef uint32_t tid
     cdef uint64_t h
@@ -575,13 +575,15 @@ cdef class FastEncode:
     it is encoded at once.  Every other call goes to the full Python implementation (`slow`)."""
     cdef CoreEncoder core
     cdef object slow
+    cdef object plain
     cdef Py_UCS4 firsts[8]
     cdef int n_firsts               # -1: too many distinct first characters to scan for; use `slow`
 
-    def __init__(self, CoreEncoder core, slow, special_names):
+    def __init__(self, CoreEncoder core, slow, special_names, plain=None):
         cdef set firsts = {name[0] for name in special_names if name}
         self.core = core
         self.slow = slow
+        self.plain = core.encode_str if plain is None else plain    # e.g. a PrefixCache.bind(core)
         if len(firsts) > 8:
             self.n_firsts = -1
         else:
@@ -602,6 +604,6 @@ cdef class FastEncode:
                 if PyUnicode_FindChar(text, self.firsts[i], 0, n, 1) >= 0:
                     break
             else:
-                return self.core.encode_str(text)
+                return self.plain(text)
         return self.slow(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
                          add_special_tokens=add_special_tokens)

@@ -71,11 +71,30 @@ class Encoding:
         # The C API encodes ordinary text natively; files whose Python-level pipeline must run first
         # (HF normalizers/added tokens, a regex fallback) are refused there with CTOK_ERR_UNSUPPORTED.
         self._core.c_api_ok = hf_pipeline is None and self._split_fallback is None
+        self._prefix_cache = None
+        self._plain = self._core.encode_str
         if self._native_plain():
-            # Hot paths straight into the compiled encoder (str in, list out).
-            from ._encoder import FastEncode
-            self.encode_ordinary = self._core.encode_str
-            self.encode = FastEncode(self._core, self._encode_full, self.special_tokens)
+            self.set_prefix_cache(None)
+
+    def set_prefix_cache(self, max_bytes: Optional[int]) -> None:
+        """Reuse the ids of shared prompt prefixes (ctok._prefix), within max_bytes of memory; 0 turns it
+        off, None takes CTOK_PREFIX_CACHE_BYTES or the default.  Results never change."""
+        if not self._native_plain():
+            return
+        from ._encoder import FastEncode
+        from ._prefix import PrefixCache, DEFAULT_PREFIX_CACHE_BYTES
+        if max_bytes is None:
+            max_bytes = int(os.environ.get("CTOK_PREFIX_CACHE_BYTES", DEFAULT_PREFIX_CACHE_BYTES))
+        self._prefix_cache = PrefixCache(max_bytes) if max_bytes > 0 else None
+        # Hot paths straight into the compiled encoder (str in, list out), through the cache if on.
+        self._plain = self._core.encode_str if self._prefix_cache is None else self._prefix_cache.bind(self._core)
+        self.encode_ordinary = self._plain
+        self.encode = FastEncode(self._core, self._encode_full, self.special_tokens, self._plain)
+
+    def prefix_cache_stats(self) -> Optional[dict]:
+        """The prefix cache's counters (hits, misses, reused_bytes, evictions, entries, bytes_used, ...),
+        or None when it is off."""
+        return None if self._prefix_cache is None else self._prefix_cache.stats()
 
     # ---- introspection ----
     def __repr__(self):
@@ -136,7 +155,7 @@ class Encoding:
         if self._hf is not None:
             return self._hf.encode(text, recognise_special=False)
         if self._split_fallback is None:
-            return self._core.encode_str(text)
+            return self._plain(text)
         return self._core.encode_pieces([_utf8(p) for p in self._split_fallback(text)])
 
     def _encode_with_specials(self, text: str, allowed: frozenset) -> List[int]:

@@ -1,0 +1,768 @@
+"""Prefix cache: reuse the token ids of the longest cached prefix that is provably split the same.
+
+Why: LLM serving encodes many prompts that share a long prefix (system prompt, tool definitions, a chat
+that grows by a turn per request).  `PrefixCache.encode(core, data)` finds the cached text sharing the
+longest prefix with `data`, keeps the ids of that text up to a *safe cut*, and encodes only the rest.
+Contract: the result always equals `core.encode_ordinary(data)`.
+
+Structure.  Every cached text (an `_Entry`: the bytes, all its ids, and sparse checkpoints = piece
+boundaries at least PREFIX_CK_EVERY bytes apart with the number of ids before them) owns trie nodes, one
+per full PREFIX_BLOCK-byte block of its text: node k is keyed by a 64-bit hash of the text's first
+k blocks (chained block hashes) and holds the slot of the most recent entry having that prefix.  Lookup
+hashes the new text's blocks and probes from the deepest level up (one probe at level 1 first: a text
+sharing no first block with anything costs one probe); the node's entry is then *verified byte for byte*
+(a hash collision can only cost a miss, never a wrong result) and the common prefix extended bytewise.
+Eviction is least-recently-used by entry, within a byte budget; a node dies with the entry that owns it.
+What is kept: a text whose first block was never seen is only noted (admission: unrelated traffic costs a
+hash and two probes, and no memory); a text that extends a cached text entirely (a chat growing by a turn)
+replaces it; otherwise a text is kept when it adds at least min_bytes and 1/8 of the reused length of its
+own (so 1,000 prompts = one system prompt + short messages keep one entry).  Texts under min_bytes are
+encoded directly.  Entry points: `encode(core, bytes)`, `encode_str(core, str)` and `bind(core)`, a
+drop-in for `core.encode_str` (Encoding's hot path).
+
+Safe cut (the proof).  The pretokenizer (`ctok._pretok.next_piece_end`) decides each piece from its start:
+the piece starting at pos is a function of the bytes it examines, all at indices >= pos, and of tests
+"index < n".  Let R(p) bound every index examined (or tested against n) by the decisions of all pieces
+ending at or before the piece boundary p of the cached text A.  If R(p) < q, where q is the length of the
+common prefix of A and the new text B, then every examined byte and every "index < n" test is the same
+in A and B (both are longer than R(p)), so B's pieces up to p are A's pieces, p is a piece boundary of B,
+and B's ids are A's ids before p followed by the pieces of B from p on (BPE is per piece).
+
+`cut_read_bound(s, n, p)` computes such an R(p) from the text at p onward only.  Reading _pretok.pyx, the
+decision of a piece [pos, e) examines, besides bytes inside the piece:
+  * at most the first three characters starting at e (the peek that ends every run; a failed contraction
+    test at pos or after a letter run reads up to e + 2 bytes; o200k's fast path reads pos + 2 <= e + 1;
+    DeepSeek's gap ends at the first e where a match can start, which depends on the characters at e and
+    after e only, even though its ds_match call reads further to compute a value that is then ignored);
+  * for whitespace pieces (ws_tail), the whole run of White_Space characters from pos (for DeepSeek's gap,
+    from e), which continues through e, plus the character after it;
+  * for o200k/Kimi/Tekken letters, `[UP]*[LO]+` may scan a run of UP characters past the piece end
+    (lastlo_end) plus the character after it; every alternative tried scans only letters (UP or LO) from
+    pos or pos + 1 character, so beyond e only the letter run starting at e plus one character.
+A character examined at i is read up to i + (length its lead byte announces) - 1: an unfinished UTF-8
+character at the end of the common prefix counts as unknown.  Pieces ending before p: their first three
+characters after their end lie before p or among the first three characters at p (both on the same
+character grid), a run starting at their end that reaches p continues as the run starting at p, and a
+character starting before p is read at most 3 bytes past its start.  Hence
+  R(p) = max(p + 3, xend of the three characters at p, xend of the character ending the White_Space run at
+             p, xend of the character ending the letter run at p)
+where the letter run uses any of CT_L|CT_UP|CT_LO|CT_M (a superset for every kind, so also for Kimi's
+Han-aware classes).  tests/test_prefix_cache.py checks the cut adversarially against the uncached encoder.
+
+Thread safety: a lock guards the node table, the LRU order and the counters; verification, the tail
+encoding and list building run outside it (the tail with the GIL released).  An entry is immutable once
+made, and the caller holds a reference to the entry it reuses, so a concurrent eviction cannot free it.
+"""
+from collections import OrderedDict
+import threading
+
+cimport cython
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
+from cpython.pythread cimport (PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock,
+                               PyThread_acquire_lock, PyThread_release_lock, WAIT_LOCK, NOWAIT_LOCK)
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int32_t
+from libc.stdlib cimport malloc, calloc, realloc, free
+from libc.string cimport memcpy, memcmp, memset, memmove
+
+from ctok._vocab cimport Tables, NO_ID, mix64
+from ctok._bpe cimport (IdVec, BpeScratch, BPE_OK, BPE_NOMEM, idvec_reserve, idvec_push, idvec_free,
+                        scratch_init, scratch_free)
+from ctok._pretok cimport (next_piece_end, ctok_char, PRETOK_N_KINDS, PRETOK_WHOLE, CT_WS, CT_L, CT_UP, CT_LO,
+                           CT_M)
+from ctok._encoder cimport CoreEncoder, EncoderState, encode_piece_cached
+
+# Default byte budget of a PrefixCache (the Encoding setting / CTOK_PREFIX_CACHE_BYTES override it).
+DEFAULT_PREFIX_CACHE_BYTES = 64 << 20
+# Shorter texts go straight to the encoder (callers may skip the call below it): encoding them costs
+# little, and the lookup's fixed cost would be a larger share of it.
+DEFAULT_MIN_BYTES = 1024
+BLOCK = PREFIX_BLOCK
+CK_EVERY = PREFIX_CK_EVERY
+
+cdef enum:
+    LETTERS = CT_L | CT_UP | CT_LO | CT_M
+    CUT_WINDOW = 96             # piece boundaries remembered while looking for the cut
+    SEEN_SLOTS = 4096           # admission sketch size (a power of two)
+    NODE_COST = 48              # bytes charged per trie node (table slot at load <= 1/2, plus slack)
+    ENTRY_COST = 256            # bytes charged per entry for the object and its bookkeeping
+
+
+# ---------------------------------------------------------------- the safe-cut bound
+
+cdef inline Py_ssize_t xend(const uint8_t* s, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
+    """Last index examined when the character at i is decoded (ctok_char), or n if i is at the end."""
+    cdef uint8_t b
+    if i >= n:
+        return n
+    b = s[i]                                      # i < n
+    if b < 0xC2 or b >= 0xF5:
+        return i
+    if b < 0xE0:
+        return i + 1
+    if b < 0xF0:
+        return i + 2
+    return i + 3
+
+
+cdef inline Py_ssize_t run_any(const uint8_t* s, Py_ssize_t n, Py_ssize_t i, uint16_t mask) noexcept nogil:
+    """First index >= i whose character has none of the flags in mask (or n)."""
+    cdef uint16_t f
+    cdef Py_ssize_t k
+    while i < n:
+        k = ctok_char(s, n, i, &f)                # i < n
+        if not (f & mask):
+            break
+        i += k
+    return i
+
+
+cdef Py_ssize_t cut_read_bound(const uint8_t* s, Py_ssize_t n, Py_ssize_t p) noexcept nogil:
+    cdef Py_ssize_t r = p + 3, i = p, x
+    cdef uint16_t f
+    cdef int j
+    for j in range(3):
+        if i >= n:
+            return n
+        x = xend(s, n, i)
+        if x > r:
+            r = x
+        i += ctok_char(s, n, i, &f)               # i < n
+    x = xend(s, n, run_any(s, n, p, CT_WS))
+    if x > r:
+        r = x
+    x = xend(s, n, run_any(s, n, p, LETTERS))
+    if x > r:
+        r = x
+    return r
+
+
+def read_bound(bytes data not None, Py_ssize_t p):
+    """cut_read_bound on data at the piece boundary p (tests)."""
+    if not 0 <= p <= len(data):
+        raise ValueError("p out of range")
+    return cut_read_bound(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), p)
+
+
+# ---------------------------------------------------------------- hashing of block prefixes
+
+cdef inline uint64_t rotl(uint64_t x, int r) noexcept nogil:
+    return (x << r) | (x >> (64 - r))
+
+
+cdef inline uint64_t block_hash(const uint8_t* s) noexcept nogil:
+    # A sample of the block: four 8-byte words spread over its PREFIX_BLOCK bytes.  The hash only picks a
+    # candidate entry; the common prefix is then measured byte for byte, so a block differing outside the
+    # sample costs reuse at worst (the cut uses the measured prefix), never correctness.
+    cdef uint64_t w0, w1, w2, w3
+    memcpy(&w0, s, 8)                             # offsets + 8 <= PREFIX_BLOCK
+    memcpy(&w1, s + 40, 8)
+    memcpy(&w2, s + 80, 8)
+    memcpy(&w3, s + PREFIX_BLOCK - 8, 8)
+    return ((w0 * 0x9E3779B185EBCA87ULL) ^ rotl(w1 * 0xC2B2AE3D27D4EB4FULL, 17) ^
+            rotl(w2 * 0x165667B19E3779F9ULL, 31) ^ rotl(w3 * 0x27D4EB2F165667C5ULL, 47))
+
+
+cdef inline uint64_t chain_hash(uint64_t prev, const uint8_t* block, Py_ssize_t k) noexcept nogil:
+    """Key of the node for the first k blocks, given the key for the first k - 1 (0 for k = 1)."""
+    cdef uint64_t h = mix64((prev ^ block_hash(block)) * 0xBF58476D1CE4E5B9ULL + <uint64_t>k)
+    return h if h != 0 else 1                     # 0 marks a free table slot
+
+
+cdef void prefix_hashes(const uint8_t* s, Py_ssize_t n_blocks, uint64_t* out) noexcept nogil:
+    cdef uint64_t h = 0
+    cdef Py_ssize_t k
+    for k in range(n_blocks):
+        h = chain_hash(h, s + k * PREFIX_BLOCK, k + 1)
+        out[k] = h
+
+
+# ---------------------------------------------------------------- encoding with checkpoints
+
+cdef int encode_from(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos, IdVec* out,
+                     IdVec* ck) noexcept nogil:
+    """Append the ids of the pieces of s[0:n] from the piece boundary pos on; record a checkpoint
+    (offset, ids so far) at the first piece boundary at least PREFIX_CK_EVERY bytes after the last."""
+    cdef BpeScratch sc
+    cdef Py_ssize_t e, next_ck = pos + PREFIX_CK_EVERY
+    cdef int rc = BPE_OK
+    cdef int kind = st.pretok_kind
+    scratch_init(&sc)
+    while pos < n:
+        e = next_piece_end(kind, s, n, pos)       # 0 <= pos < n
+        rc = encode_piece_cached(st, s + pos, e - pos, out, &sc)
+        if rc != BPE_OK:
+            break
+        pos = e
+        if pos >= next_ck and pos < n:
+            if idvec_push(ck, <uint32_t>pos) != BPE_OK or idvec_push(ck, <uint32_t>out.size) != BPE_OK:
+                rc = BPE_NOMEM
+                break
+            next_ck = pos + PREFIX_CK_EVERY
+    scratch_free(&sc)
+    return rc
+
+
+cdef Py_ssize_t common_prefix(const uint8_t* a, const uint8_t* b, Py_ssize_t m) noexcept nogil:
+    """Length of the longest common prefix of a[0:m] and b[0:m]."""
+    cdef Py_ssize_t i = 0
+    cdef uint64_t x, y
+    while i + 256 <= m and memcmp(a + i, b + i, 256) == 0:
+        i += 256
+    while i + 8 <= m:
+        memcpy(&x, a + i, 8)
+        memcpy(&y, b + i, 8)
+        if x != y:
+            break
+        i += 8
+    while i < m and a[i] == b[i]:
+        i += 1
+    return i
+
+
+cdef Py_ssize_t find_cut(const EncoderState* st, const uint8_t* a, Py_ssize_t an, const uint32_t* ids,
+                         Py_ssize_t n_ids, const uint32_t* ck, Py_ssize_t n_ck, Py_ssize_t q,
+                         Py_ssize_t* n_before) noexcept nogil:
+    """The largest piece boundary p of the cached text a[0:an] found safe for any text sharing a[0:q]
+    (cut_read_bound(p) < q, or p = 0), and in n_before the number of ids before it."""
+    cdef Py_ssize_t lo = 0, hi = n_ck - 1, mid, j, c, pos, e, boff, nid, cnt = 0, i
+    cdef Py_ssize_t bp[CUT_WINDOW]
+    cdef Py_ssize_t bn[CUT_WINDOW]
+    cdef const Tables* t = st.tables
+    cdef int kind = st.pretok_kind
+    while lo < hi:                                # largest j with ck offset <= q (ck[0] is offset 0)
+        mid = (lo + hi + 1) >> 1
+        if <Py_ssize_t>ck[2 * mid] <= q:
+            lo = mid
+        else:
+            hi = mid - 1
+    j = lo
+    c = ck[2 * j]
+    nid = ck[2 * j + 1]
+    # the piece boundaries after c that could be safe (cut_read_bound(e) >= e + 3 must stay below q)
+    pos = c
+    boff = c
+    while pos + 4 <= q:
+        e = next_piece_end(kind, a, an, pos)      # pos < q <= an
+        if e + 4 > q:
+            break
+        while boff < e and nid < n_ids:           # tokens never straddle piece boundaries
+            boff += <Py_ssize_t>(t.offsets[ids[nid] + 1] - t.offsets[ids[nid]])
+            nid += 1
+        if boff != e:                             # ids do not spell the text: never guess
+            n_before[0] = 0
+            return 0
+        if cnt == CUT_WINDOW:                     # keep the last CUT_WINDOW (checkpoints make this rare)
+            memmove(bp, bp + 1, (CUT_WINDOW - 1) * sizeof(Py_ssize_t))
+            memmove(bn, bn + 1, (CUT_WINDOW - 1) * sizeof(Py_ssize_t))
+            cnt -= 1
+        bp[cnt] = e
+        bn[cnt] = nid
+        cnt += 1
+        pos = e
+    i = cnt - 1                                   # the latest safe one: usually within the last few
+    while i >= 0:
+        if cut_read_bound(a, an, bp[i]) < q:
+            n_before[0] = bn[i]
+            return bp[i]
+        i -= 1
+    while True:                                   # a run crossing q: back off to a checkpoint
+        c = ck[2 * j]
+        if c == 0 or cut_read_bound(a, an, c) < q:
+            n_before[0] = ck[2 * j + 1]
+            return c
+        j -= 1
+
+
+cdef bint byte_exact(CoreEncoder core):
+    """True when the ids of any text spell its bytes exactly (every byte is a token, byte-level symbols),
+    which lets a cut's id count be found from token lengths."""
+    cdef const Tables* t = core.state.tables
+    cdef int b
+    if core.state.opt.char_level:
+        return False
+    for b in range(256):
+        if t.byte_id[b] == NO_ID:
+            return False
+    return True
+
+
+# ---------------------------------------------------------------- the cache
+
+@cython.no_gc
+cdef class _Entry:
+    def __cinit__(self):
+        self.ids = NULL
+        self.ck = NULL
+        self.n_ids = 0
+        self.n_ck = 0
+        self.slot = -1
+
+    def __dealloc__(self):
+        free(self.ids)
+        free(self.ck)
+
+
+cdef class PrefixCache:
+    """PrefixCache(max_bytes, min_bytes=1024): `encode(core, data)` == `core.encode_ordinary(data)`, reusing
+    cached prefixes.  Texts shorter than min_bytes (or than one block) are neither looked up nor kept.
+
+    max_bytes bounds the memory charged to cached texts, their ids, checkpoints and trie nodes (0: off,
+    every call goes straight to the encoder).  Safe to share between threads and between encoders
+    (entries are keyed by text only, so use one cache per encoder)."""
+
+    def __cinit__(self):
+        self._keys = NULL
+        self._vals = NULL
+        self._plock = PyThread_allocate_lock()
+        if self._plock == NULL:
+            raise MemoryError()
+        self._seen = <uint64_t*>calloc(SEEN_SLOTS, sizeof(uint64_t))
+        if self._seen == NULL:
+            raise MemoryError()
+
+    def __init__(self, Py_ssize_t max_bytes=DEFAULT_PREFIX_CACHE_BYTES, Py_ssize_t min_bytes=DEFAULT_MIN_BYTES):
+        if max_bytes < 0 or min_bytes < 0:
+            raise ValueError("max_bytes and min_bytes must be >= 0")
+        self.max_bytes = max_bytes
+        self.min_bytes = min_bytes
+        self._lru = OrderedDict()
+        self._free_slots = []
+        self._next_slot = 0
+        self._n_nodes = 0
+        self._bytes_used = 0
+        self.hits = self.misses = self.reused_bytes = self.encoded_bytes = 0
+        self.evictions = self.inserts = self.passthrough = 0
+        self._alloc_table(1024)
+
+    def __dealloc__(self):
+        free(self._keys)
+        free(self._vals)
+        free(self._seen)
+        if self._plock != NULL:
+            PyThread_free_lock(self._plock)
+
+    cdef inline void _acquire(self) noexcept:
+        # Called with the GIL held.  Never wait for the lock while holding the GIL: its holder may need
+        # the GIL to finish (the sections under the lock run Python code).
+        if not PyThread_acquire_lock(self._plock, NOWAIT_LOCK):
+            with nogil:
+                PyThread_acquire_lock(self._plock, WAIT_LOCK)
+
+    cdef _alloc_table(self, Py_ssize_t cap):
+        cdef uint64_t* keys = <uint64_t*>calloc(cap, sizeof(uint64_t))
+        cdef int32_t* vals = <int32_t*>calloc(cap, sizeof(int32_t))
+        if keys == NULL or vals == NULL:
+            free(keys)
+            free(vals)
+            raise MemoryError()
+        free(self._keys)
+        free(self._vals)
+        self._keys = keys
+        self._vals = vals
+        self._mask = cap - 1
+        self._n_nodes = 0
+
+    cdef int32_t _table_find(self, uint64_t h) noexcept:
+        cdef uint64_t i = h & self._mask
+        while self._keys[i] != 0:                 # the table is never full (load <= 1/2)
+            if self._keys[i] == h:
+                return self._vals[i]
+            i = (i + 1) & self._mask
+        return -1
+
+    cdef int _table_put(self, uint64_t h, int32_t slot) except -1:
+        cdef uint64_t i
+        cdef uint64_t* old_keys
+        cdef int32_t* old_vals
+        cdef Py_ssize_t old_cap, k
+        if (self._n_nodes + 1) * 2 > <Py_ssize_t>(self._mask + 1):
+            old_keys = self._keys
+            old_vals = self._vals
+            old_cap = self._mask + 1
+            self._keys = NULL
+            self._vals = NULL
+            try:
+                self._alloc_table(old_cap * 2)
+            except MemoryError:
+                self._keys = old_keys
+                self._vals = old_vals
+                raise
+            for k in range(old_cap):
+                if old_keys[k] != 0:
+                    i = old_keys[k] & self._mask
+                    while self._keys[i] != 0:
+                        i = (i + 1) & self._mask
+                    self._keys[i] = old_keys[k]
+                    self._vals[i] = old_vals[k]
+                    self._n_nodes += 1
+            free(old_keys)
+            free(old_vals)
+        i = h & self._mask
+        while self._keys[i] != 0:
+            if self._keys[i] == h:
+                self._vals[i] = slot              # the newest entry with this prefix owns the node
+                return 0
+            i = (i + 1) & self._mask
+        self._keys[i] = h
+        self._vals[i] = slot
+        self._n_nodes += 1
+        return 0
+
+    cdef void _table_del(self, uint64_t h, int32_t slot) noexcept:
+        # Delete h if `slot` owns it; backward-shift deletion keeps linear probing exact.
+        cdef uint64_t i = h & self._mask, j, ideal, mask = self._mask
+        while True:
+            if self._keys[i] == 0:
+                return
+            if self._keys[i] == h:
+                break
+            i = (i + 1) & mask
+        if self._vals[i] != slot:
+            return
+        j = i
+        while True:
+            j = (j + 1) & mask
+            if self._keys[j] == 0:
+                break
+            ideal = self._keys[j] & mask
+            # keys[j] may move to i unless its ideal slot lies cyclically in (i, j]
+            if (i <= j and (ideal <= i or ideal > j)) or (i > j and ideal <= i and ideal > j):
+                self._keys[i] = self._keys[j]
+                self._vals[i] = self._vals[j]
+                i = j
+        self._keys[i] = 0
+        self._n_nodes -= 1
+
+    cdef void _remove(self, _Entry e) except *:
+        cdef const uint8_t* s = e.s
+        cdef Py_ssize_t k, n_blocks = e.n // PREFIX_BLOCK
+        cdef uint64_t h = 0
+        cdef int32_t slot = <int32_t>e.slot
+        if slot < 0:
+            return
+        for k in range(n_blocks):
+            h = chain_hash(h, s + k * PREFIX_BLOCK, k + 1)
+            self._table_del(h, slot)
+        self._lru.pop(slot, None)
+        self._free_slots.append(slot)
+        self._bytes_used -= e.size
+        e.slot = -1
+
+    def encode(self, CoreEncoder core not None, bytes data not None):
+        """core.encode_ordinary(data), reusing the ids of the longest safely cut cached prefix."""
+        return self._encode(core, data, <const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+
+    def encode_str(self, CoreEncoder core not None, str text not None):
+        """core.encode_str(text) (its UTF-8 form, which CPython caches inside the str), through the cache."""
+        cdef Py_ssize_t n
+        cdef const char* s
+        try:
+            s = PyUnicode_AsUTF8AndSize(text, &n)
+        except UnicodeEncodeError:                # lone surrogates: the encoder's own repair path
+            return core.encode_str(text)
+        if n < self.min_bytes:
+            return core.encode_str(text)
+        return self._encode(core, text, <const uint8_t*>s, n)
+
+    def bind(self, CoreEncoder core not None):
+        """A callable text -> ids: `core.encode_str` through this cache (a drop-in for it; a bound method,
+        which Python calls about as cheaply as core.encode_str itself)."""
+        return _BoundEncode(self, core).encode_str
+
+    cdef list _encode(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n):
+        # data: the bytes or str whose UTF-8 form is s[0:n]; a kept entry holds it (and so the buffer)
+        cdef Py_ssize_t n_blocks = n // PREFIX_BLOCK, k, level = 0, q = 0, m, p = 0, n_p = 0, j, size
+        cdef const EncoderState* st = &core.state
+        cdef int kind = core.pretok_kind
+        cdef int rc
+        cdef int32_t slot
+        cdef uint64_t* hashes
+        cdef _Entry old = None, new
+        cdef const uint8_t* a
+        cdef Py_ssize_t an = 0
+        cdef IdVec out, ck, view
+        cdef bint keep
+        cdef Py_ssize_t base
+        cdef uint64_t small_hashes[64]
+        if core is not self._served:
+            self._served_ok = byte_exact(core) and PRETOK_WHOLE < kind < PRETOK_N_KINDS
+            self._served = core
+        if self.max_bytes == 0 or n_blocks == 0 or n < self.min_bytes or n >= 0xFFFFFFF0 or not self._served_ok:
+            self.passthrough += 1
+            return _plain(core, data)
+        if n_blocks <= 64:
+            hashes = small_hashes
+        else:
+            hashes = <uint64_t*>malloc(n_blocks * sizeof(uint64_t))
+            if hashes == NULL:
+                raise MemoryError()
+        out.data = NULL; out.size = 0; out.cap = 0
+        ck.data = NULL; ck.size = 0; ck.cap = 0
+        try:
+            if n_blocks <= 512:
+                prefix_hashes(s, n_blocks, hashes)
+            else:
+                with nogil:
+                    prefix_hashes(s, n_blocks, hashes)
+            # ---- lookup: the deepest node of this text's prefix, under the lock
+            self._acquire()
+            try:
+                if self._table_find(hashes[0]) < 0:
+                    # Nothing cached starts like this text.  Admission: keep a text only once its first block
+                    # has been seen before, so a stream of unrelated texts costs a hash and two probes.
+                    if self._seen[hashes[0] & (SEEN_SLOTS - 1)] != hashes[0]:
+                        self._seen[hashes[0] & (SEEN_SLOTS - 1)] = hashes[0]
+                        self.misses += 1
+                        self.encoded_bytes += n
+                        level = -1
+                else:
+                    k = n_blocks
+                    while k >= 1:
+                        slot = self._table_find(hashes[k - 1])
+                        if slot >= 0:
+                            old = self._lru[slot]
+                            self._lru.move_to_end(slot)
+                            level = k
+                            break
+                        k -= 1
+            finally:
+                PyThread_release_lock(self._plock)
+            if level < 0:
+                return _plain(core, data)
+            # ---- verify the match byte for byte, extend it, find the cut (outside the lock)
+            if old is not None:
+                a = old.s
+                an = old.n
+                with nogil:
+                    q = common_prefix(s, a, n if n < an else an)
+                    if not (q == n and n == an):
+                        p = find_cut(st, a, an, old.ids, old.n_ids, old.ck, old.n_ck, q, &n_p)
+                if q == n and n == an:                   # the same text again
+                    self._acquire()
+                    try:
+                        self.hits += 1
+                        self.reused_bytes += n
+                    finally:
+                        PyThread_release_lock(self._plock)
+                    return self._ids_list(core, old, old.n_ids, NULL, 0)
+                        # ---- the ids before the cut, then encode the rest with the GIL released
+            # Keep the new text when nothing starts like it, when it extends the text it matched (a growing
+            # chat: it replaces it), or when it adds enough of its own: at least min_bytes and 1/8 of the
+            # reused part (many requests = one shared prefix + a short message then keep one entry).
+            keep = old is None or q == an or (n - q >= self.min_bytes and n - q >= q // 8)
+            if old is not None and q == n:
+                keep = False                      # a prefix of a cached text
+            base = n_p if keep else 0
+            if idvec_reserve(&out, base + (n - p) // 3 + 16) != BPE_OK or idvec_reserve(&ck, 16) != BPE_OK:
+                raise MemoryError()
+            if base:
+                memcpy(out.data, old.ids, n_p * sizeof(uint32_t))
+                out.size = n_p
+            if keep and old is not None:
+                j = 0
+                while j < old.n_ck and <Py_ssize_t>old.ck[2 * j] <= p:
+                    if idvec_push(&ck, old.ck[2 * j]) != BPE_OK or idvec_push(&ck, old.ck[2 * j + 1]) != BPE_OK:
+                        raise MemoryError()
+                    j += 1
+            if ck.size == 0 or <Py_ssize_t>ck.data[ck.size - 2] < p:
+                if idvec_push(&ck, <uint32_t>p) != BPE_OK or idvec_push(&ck, <uint32_t>n_p) != BPE_OK:
+                    raise MemoryError()
+            with nogil:
+                rc = encode_from(st, s, n, p, &out, &ck)
+            if rc != BPE_OK:
+                raise MemoryError()
+            result = self._ids_list(core, old, n_p, out.data + base, out.size - base)
+            # ---- keep it: a new entry owning out and ck
+            size = (n + out.size * sizeof(uint32_t) + ck.size * sizeof(uint32_t) + n_blocks * NODE_COST + ENTRY_COST
+                    + (n_p if old is not None and old.pylist is not None else 0) * sizeof(void*))
+            if type(data) is not bytes:
+                size += n                         # a str's own characters take at most as much as its UTF-8
+            self._acquire()
+            try:
+                if p:
+                    self.hits += 1
+                    self.reused_bytes += p
+                else:
+                    self.misses += 1
+                self.encoded_bytes += n - p
+                if keep and size <= self.max_bytes:
+                    new = _Entry()
+                    new.owner = data
+                    new.s = s
+                    new.n = n
+                    new.ids = <uint32_t*>realloc(out.data, (out.size if out.size else 1) * sizeof(uint32_t))
+                    if new.ids == NULL:
+                        new.ids = out.data
+                    new.n_ids = out.size
+                    out.data = NULL; out.size = 0; out.cap = 0
+                    new.ck = ck.data
+                    new.n_ck = ck.size // 2
+                    ck.data = NULL; ck.size = 0; ck.cap = 0
+                    new.size = size
+                    if n_p and old.pylist is not None:
+                        new.pylist = old.pylist               # shared: its first n_p items are also our ids
+                        new.pylist_n = n_p if n_p < old.pylist_n else old.pylist_n
+                    if self._free_slots:
+                        slot = self._free_slots.pop()
+                    else:
+                        slot = <int32_t>self._next_slot
+                        self._next_slot += 1
+                    new.slot = slot
+                    self._lru[slot] = new
+                    self._bytes_used += size
+                    self.inserts += 1
+                    for k in range(n_blocks):
+                        self._table_put(hashes[k], slot)
+                    if old is not None and q == an and old.slot >= 0:
+                        self._remove(old)             # the new text extends it: it is redundant now
+                while self._bytes_used > self.max_bytes and self._lru:   # the new entry alone fits
+                    self._remove(self._lru[next(iter(self._lru))])
+                    self.evictions += 1
+            finally:
+                PyThread_release_lock(self._plock)
+            return result
+        finally:
+            if hashes != small_hashes:
+                free(hashes)
+            idvec_free(&out)
+            idvec_free(&ck)
+
+    cdef list _ids_list(self, CoreEncoder core, _Entry old, Py_ssize_t n_p, const uint32_t* tail,
+                        Py_ssize_t tail_n):
+        """The result list: old's ids[:n_p] (copied from old's Python list of its ids, made and kept on first
+        use: copying list items costs a reference count each, half of making them from ids), then tail."""
+        cdef list result
+        cdef IdVec view
+        cdef Py_ssize_t have
+        view.data = <uint32_t*>tail; view.size = tail_n; view.cap = tail_n
+        if old is None or n_p == 0:
+            return core.ids_to_list(&view)
+        if n_p < 64:
+            view.data = old.ids; view.size = n_p; view.cap = n_p
+            result = core.ids_to_list(&view)
+        else:
+            if old.pylist is None or old.pylist_n < n_p // 2:   # none, or it covers too little: (re)make it
+                view.data = old.ids; view.size = old.n_ids; view.cap = old.n_ids
+                old.pylist = core.ids_to_list(&view)
+                old.pylist_n = old.n_ids
+                self._acquire()
+                try:
+                    if old.slot >= 0:             # charge it to the entry that made it
+                        old.size += old.n_ids * sizeof(void*)
+                        self._bytes_used += old.n_ids * sizeof(void*)
+                finally:
+                    PyThread_release_lock(self._plock)
+            have = n_p if n_p < old.pylist_n else old.pylist_n
+            result = old.pylist[:have]
+            if have < n_p:
+                view.data = old.ids + have; view.size = n_p - have; view.cap = view.size
+                result += core.ids_to_list(&view)
+        if tail_n:
+            view.data = <uint32_t*>tail; view.size = tail_n; view.cap = tail_n
+            result += core.ids_to_list(&view)
+        return result
+
+    def clear(self):
+        """Drop every cached text (the counters stay)."""
+        self._acquire()
+        try:
+            for e in list(self._lru.values()):
+                (<_Entry>e).slot = -1
+            self._lru.clear()
+            self._free_slots = []
+            self._next_slot = 0
+            self._bytes_used = 0
+            memset(self._keys, 0, (self._mask + 1) * sizeof(uint64_t))
+            memset(self._seen, 0, SEEN_SLOTS * sizeof(uint64_t))
+            self._n_nodes = 0
+        finally:
+            PyThread_release_lock(self._plock)
+
+    def stats(self):
+        """Counters: hits (reused a prefix), misses, reused_bytes, encoded_bytes, evictions, entries, nodes,
+        bytes_used, max_bytes, inserts, passthrough (texts too short or an encoder the cache cannot serve)."""
+        self._acquire()
+        try:
+            return {
+                "hits": self.hits, "misses": self.misses, "reused_bytes": self.reused_bytes,
+                "encoded_bytes": self.encoded_bytes, "evictions": self.evictions, "entries": len(self._lru),
+                "nodes": self._n_nodes, "bytes_used": self._bytes_used, "max_bytes": self.max_bytes,
+                "inserts": self.inserts, "passthrough": self.passthrough,
+            }
+        finally:
+            PyThread_release_lock(self._plock)
+
+    def __len__(self):
+        return len(self._lru)
+
+    def __repr__(self):
+        return f"<ctok PrefixCache entries={len(self._lru)} bytes_used={self._bytes_used} max_bytes={self.max_bytes}>"
+
+
+cdef inline list _plain(CoreEncoder core, object data):
+    if type(data) is bytes:
+        return core.encode_ordinary(data)
+    return core.encode_str(data)
+
+
+@cython.final
+cdef class _BoundEncode:
+    """PrefixCache.bind(core).__self__: encode_str(text) == core.encode_str(text), through the cache."""
+    cdef PrefixCache cache
+    cdef CoreEncoder core
+
+    def __init__(self, PrefixCache cache, CoreEncoder core):
+        self.cache = cache
+        self.core = core
+
+    @property
+    def cache(self):
+        return self.cache
+
+    def encode_str(self, str text not None):
+        cdef Py_ssize_t n
+        cdef const char* s
+        try:
+            s = PyUnicode_AsUTF8AndSize(text, &n)
+        except UnicodeEncodeError:                # lone surrogates: the encoder's own repair path
+            return self.core.encode_str(text)
+        if n < self.cache.min_bytes:              # no lookup: encode at once, as core.encode_str would
+            return _direct(self.core, <const uint8_t*>s, n)
+        return self.cache._encode(self.core, text, <const uint8_t*>s, n)
+
+
+cdef list _direct(CoreEncoder core, const uint8_t* s, Py_ssize_t n):
+    """core.encode_str's work on s[0:n] without a second Python-level call (short texts reuse the encoder's
+    buffers under the GIL, as encode_str does; longer ones release it)."""
+    cdef IdVec out
+    cdef BpeScratch sc
+    cdef int rc
+    if n < 2048 and not core.short_busy:
+        core.short_busy = True
+        try:
+            core.short_out.size = 0
+            if core.encode_into(s, n, &core.short_out, &core.short_scratch) != BPE_OK:
+                raise MemoryError()
+            return core.ids_to_list(&core.short_out)
+        finally:
+            core.short_busy = False
+            if core.short_out.cap > 4096:
+                idvec_free(&core.short_out)
+    out.data = NULL; out.size = 0; out.cap = 0
+    scratch_init(&sc)
+    try:
+        if n < 2048:
+            rc = core.encode_into(s, n, &out, &sc)
+        else:
+            with nogil:
+                rc = core.encode_into(s, n, &out, &sc)
+        if rc != BPE_OK:
+            raise MemoryError()
+        return core.ids_to_list(&out)
+    finally:
+        scratch_free(&sc)
+        idvec_free(&out)

@@ -1,0 +1,274 @@
+"""The prefix cache (ctok._prefix) never changes results: PrefixCache.encode(core, b) == core.encode_ordinary(b)
+for every native pretokenizer kind, with prefixes cut adversarially (inside whitespace runs, letter runs,
+digit groups, contractions, \\r\\n pairs, multi-byte characters, before special-token text), under eviction
+and under concurrent use; and the read bound behind the safe cut is checked directly on piece boundaries."""
+import os
+import random
+import threading
+
+import pytest
+
+import ctok
+from ctok import _pretok
+from ctok._encoder import CoreEncoder
+from ctok._prefix import PrefixCache, read_bound, BLOCK
+
+SEED = int(os.environ.get("CTOK_SEED", "1234"))
+KINDS = {name: v for name, v in _pretok.KINDS.items() if v != _pretok.PRETOK_WHOLE}
+
+# Characters and fragments that make pretokenizer decisions look ahead or depend on the end of text.
+ATOMS = [
+    b" ", b"  ", b"    ", b"\t", b"\n", b"\r\n", b"\r", b"\n\n", " ".encode(), "\u3000".encode(),
+    "\u2028".encode(), b"a", b"b", b"s", b"t", b"re", b"ve", b"ll", b"d", b"m", b"A", b"B", b"S", b"LL", b"RE",
+    b"Hello", b"WORLD", b"it", b"'", b"'s", b"'re", b"'LL", "\u017f".encode(), b"0", b"1", b"12", b"123", b"4567",
+    "\u0663".encode(), "\u00b2".encode(), b".", b",", b"!", b"/", b"(", b"<", b"|", b">", b"-", b"_",
+    "\u02b0".encode(), "\u01c5".encode(), "\u00e9".encode(), "e\u0301".encode(), "\u0301".encode(),
+    "\u4e2d".encode(), "\u6587".encode(), "\u3072".encode(), "\u30a2".encode(), "\ud55c".encode(),
+    "\u0436".encode(), "\u0416".encode(), "\U0001f642".encode(), "\U0001f44d\U0001f3fd".encode(), b"\xff",
+    b"\xe4", b"\xe4\xb8", b"\xf0\x9f", b"\xc3", b"<|endoftext|>", b"<|im_start|>",
+]
+
+
+def rand_text(rnd, n_atoms):
+    return b"".join(rnd.choice(ATOMS) for _ in range(n_atoms))
+
+
+@pytest.fixture(scope="module")
+def o200k():
+    return ctok.get_encoding("o200k_base")
+
+
+@pytest.fixture(scope="module")
+def cores(o200k):
+    vocab = o200k._core.vocab
+    return {name: CoreEncoder(vocab=vocab, pretok_kind=kind) for name, kind in KINDS.items()}
+
+
+@pytest.mark.parametrize("kind_name", sorted(KINDS))
+def test_read_bound_proves_piece_boundaries(kind_name):
+    """For every piece boundary p of a random text A, any B agreeing with A on the first read_bound(A, p) + 1
+    bytes has the same pieces before p."""
+    kind = KINDS[kind_name]
+    rnd = random.Random(SEED + kind)
+    checked = 0
+    for _ in range(150):
+        a = rand_text(rnd, rnd.randint(1, 40))
+        ends_a = [0] + _pretok.piece_ends(kind, a)
+        for p in ends_a[:-1]:
+            r = read_bound(a, p)
+            assert r >= min(p + 3, len(a))
+            if r >= len(a):
+                continue
+            q = r + 1
+            for _ in range(3):
+                b = a[:q] + rand_text(rnd, rnd.randint(0, 4))
+                ends_b = [0] + _pretok.piece_ends(kind, b)
+                assert [e for e in ends_a if e <= p] == [e for e in ends_b if e <= p], (a, b, p, r)
+                checked += 1
+    assert checked > 500
+
+
+def _check(cache, core, data):
+    got = cache.encode(core, data)
+    want = core.encode_ordinary(data)
+    assert got == want, (data[:80], len(data))
+
+
+@pytest.mark.parametrize("kind_name", sorted(KINDS))
+def test_cut_prefixes_adversarially(cores, kind_name):
+    core = cores[kind_name]
+    rnd = random.Random(SEED * 7 + KINDS[kind_name])
+    cache = PrefixCache(1 << 22, min_bytes=0)
+    for _ in range(12):
+        a = rand_text(rnd, rnd.randint(60, 400))
+        _check(cache, core, a)
+        for _ in range(40):
+            q = rnd.randint(0, len(a))
+            b = a[:q] + rand_text(rnd, rnd.randint(0, 30))
+            _check(cache, core, b)
+            if q and rnd.random() < 0.3:          # continue the same run: byte of a, or a different byte
+                _check(cache, core, a[:q] + a[q - 1:q] * rnd.randint(1, 5))
+        _check(cache, core, a)                    # exact repeat
+        _check(cache, core, a + b" tail")        # extension replaces the entry
+    st = cache.stats()
+    assert st["hits"] > 100 and st["reused_bytes"] > 0
+
+
+@pytest.mark.parametrize("kind_name", sorted(KINDS))
+@pytest.mark.parametrize("cut", [
+    (b"it'", [b"s", b"S", b"re", b"ll", b"\xc5\xbf", b"x", b""]),
+    (b"words and ", [b" ", b"  x", b"\n", b"x", b""]),
+    (b"line\r", [b"\n", b"\r\n", b"x", b" \n"]),
+    (b"spaces   ", [b"   x", b"\n\n", b"y", b""]),
+    (b"Hello Wor", [b"ld", b"LD", b"ld's", b" ", b"\xe4\xb8\xad"]),
+    (b"num 12", [b"3", b"34567", b" ", b"a"]),
+    ("caf".encode() + b"\xc3", [b"\xa9", b"\xa9s", b"x", b""]),
+    ("\u4e2d".encode() + b"\xe6", [b"\x96\x87", b"x"]),
+    (b"ABC" + "\u02b0".encode(), [b"DEF", b"DEFg", b" ", "\u02b0".encode()]),
+    (b"text ", [b"<|endoftext|>", b"<|endoftext|> more"]),
+])
+def test_named_cuts(cores, kind_name, cut):
+    core = cores[kind_name]
+    head, tails = cut
+    filler = (b"The quick brown fox jumps over the lazy dog. " * 8)[:BLOCK * 3]
+    cache = PrefixCache(1 << 22, min_bytes=0)
+    for prefix_filler in (filler, filler + b"\n\n  "):
+        base = prefix_filler + head
+        _check(cache, core, base)
+        for t in tails:
+            _check(cache, core, base + t)
+            _check(cache, core, base + t + b" after")
+
+
+def test_corpus_chat_growth_and_shared_system_prompt(o200k):
+    from _shared import corpus_text
+    core = o200k._core
+    text = corpus_text("en_botchan.txt", 30_000).encode()
+    cache = PrefixCache(1 << 24, min_bytes=0)
+    chat = b""
+    for turn in range(20):                          # a chat growing by one turn per request
+        chat += b"\nuser: " + text[turn * 700:(turn + 1) * 700]
+        _check(cache, core, chat)
+    st = cache.stats()
+    # the first request only marks its first block as seen (admission), the second is kept, then each
+    # request extends, and replaces, the last one
+    assert st["hits"] == 18 and st["misses"] == 2 and st["entries"] == 1
+    assert st["encoded_bytes"] < len(chat) * 2
+    system = text[:8000]
+    for i in range(30):
+        _check(cache, core, system + text[10_000 + 200 * i:10_000 + 200 * (i + 1)])
+    assert cache.stats()["hits"] >= 18 + 28
+
+
+def _auto_families():
+    from _shared import TIKTOKEN_FAMILIES
+    return [f for f in TIKTOKEN_FAMILIES if f.load == "auto" and not f.view_lines]
+
+
+@pytest.mark.parametrize("family", _auto_families(), ids=lambda f: f.id)
+def test_real_encodings_with_special_tokens(family):
+    """Through an Encoding: segments between allowed special tokens go through the cache separately."""
+    from _shared import shared_dir
+    shared_dir()
+    enc = ctok.load(str(family.source_file()))
+    if not enc._native_plain():
+        pytest.skip("not a native-plain encoding")
+    cache = PrefixCache(1 << 22, min_bytes=0)
+    ref_plain = enc._encode_plain
+    enc_cached = _with_cache(enc, cache)
+    rnd = random.Random(SEED)
+    system = (b"You are a helpful assistant. Answer briefly, cite sources.\n" * 10).decode()
+    specials = sorted(enc.special_tokens)[:2]
+    for i in range(30):
+        sp = specials[i % len(specials)] if specials else ""
+        text = system + sp + rand_text(rnd, 30).decode("utf-8", "replace") + sp
+        assert enc_cached.encode(text, allowed_special="all") == enc.encode(text, allowed_special="all")
+        assert enc_cached._encode_plain(text) == ref_plain(text)
+    assert cache.stats()["hits"] > 0
+
+
+def _with_cache(enc, cache):
+    """A shallow copy of enc whose ordinary text goes through cache (what the Encoding integration does)."""
+    import copy
+    from ctok.core import _utf8
+    c = copy.copy(enc)
+    core = enc._core
+    c._encode_plain = lambda text: cache.encode(core, _utf8(text))
+    return c
+
+
+def test_eviction_bounds_memory_and_stays_exact(o200k):
+    core = o200k._core
+    rnd = random.Random(SEED + 99)
+    cache = PrefixCache(200_000, min_bytes=0)
+    bases = [rand_text(rnd, 300) for _ in range(8)]
+    for _ in range(300):
+        b = rnd.choice(bases)
+        _check(cache, core, b[:rnd.randint(0, len(b))] + rand_text(rnd, 20))
+        assert cache.stats()["bytes_used"] <= 200_000
+    st = cache.stats()
+    assert st["evictions"] > 0 and st["hits"] > 0
+    cache.clear()
+    st = cache.stats()
+    assert st["entries"] == 0 and st["bytes_used"] == 0 and st["nodes"] == 0
+    _check(cache, core, bases[0])
+
+
+def test_admission_keeps_a_text_once_its_start_was_seen(o200k):
+    core = o200k._core
+    cache = PrefixCache(min_bytes=0)
+    rnd = random.Random(SEED + 3)
+    for _ in range(50):                             # unrelated texts: none is kept
+        _check(cache, core, rand_text(rnd, 200))
+    assert cache.stats()["entries"] == 0 and cache.stats()["misses"] == 50
+    base = rand_text(rnd, 200)
+    _check(cache, core, base)
+    _check(cache, core, base + b" one")
+    assert cache.stats()["entries"] == 1
+    _check(cache, core, base + b" two")
+    assert cache.stats()["hits"] == 1
+
+
+def test_off_and_short_texts_pass_through(o200k):
+    core = o200k._core
+    off = PrefixCache(0)
+    _check(off, core, b"x" * 1000)
+    assert off.stats()["passthrough"] == 1 and off.stats()["entries"] == 0
+    cache = PrefixCache()
+    _check(cache, core, b"short")
+    _check(cache, core, b"")
+    _check(cache, core, b"x" * 1000)                # below min_bytes (1024 by default)
+    assert cache.stats()["passthrough"] == 3
+    with pytest.raises(ValueError):
+        PrefixCache(-1)
+    with pytest.raises(TypeError):
+        cache.encode(core, None)
+    with pytest.raises(TypeError):
+        cache.encode(None, b"x" * 2000)
+
+
+def test_threads_share_one_cache(o200k):
+    core = o200k._core
+    rnd = random.Random(SEED + 5)
+    bases = [rand_text(rnd, 400) for _ in range(4)]
+    cache = PrefixCache(300_000, min_bytes=0)
+    errors = []
+
+    def work(k):
+        r = random.Random(k)
+        try:
+            for _ in range(150):
+                b = r.choice(bases)
+                d = b[:r.randint(0, len(b))] + rand_text(r, r.randint(0, 40))
+                if cache.encode(core, d) != core.encode_ordinary(d):
+                    errors.append(d)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert cache.stats()["bytes_used"] <= 300_000
+
+
+def test_str_entry_points_and_bind(o200k):
+    """encode_str / bind(core) take a str (its UTF-8 form cached by CPython) and equal core.encode_str."""
+    core = o200k._core
+    cache = PrefixCache(1 << 22)
+    enc = cache.bind(core)
+    rnd = random.Random(SEED + 11)
+    system = "Système: réponds brièvement. 日本語も話せます。 " * 40 + "\r\n  "
+    for i in range(40):
+        text = system + rand_text(rnd, 40).decode("utf-8", "replace") * (1 + i % 3)
+        assert enc(text) == core.encode_str(text) == core.encode_ordinary(text.encode("utf-8"))
+        assert cache.encode_str(core, text[:len(system) + i]) == core.encode_str(text[:len(system) + i])
+    assert cache.stats()["hits"] > 30
+    lone = system + "\ud800 tail"                  # lone surrogate: the encoder's repair path
+    assert enc(lone) == core.encode_str(lone)
+    assert enc("short") == core.encode_str("short")
+    assert enc.__self__.cache is cache
+    with pytest.raises(TypeError):
+        enc(b"bytes")
