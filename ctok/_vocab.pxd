@@ -124,7 +124,7 @@ cdef class Vocab:
     cdef public bint rank_merges     # True: tiktoken semantics (pairs derived from the vocabulary)
     cdef void _build_slots(self, Py_ssize_t n_ord) except *
     cdef void _alloc_pairs(self, Py_ssize_t n) except *
-    cdef void _put_pair(self, uint32_t left, uint32_t right, uint32_t rank, uint32_t new_id) noexcept nogil
+    cdef void _put_pair(self, uint32_t left, uint32_t right, uint32_t rank, uint32_t new_id) noexcept
     cdef void _derive_pairs(self) except *
     cdef void _grow_pairs(self) except *
     cdef void _load_pairs(self, merges) except *

@@ -166,7 +166,7 @@ cdef class Vocab:
             self.t.pairs[i].key = 0xFFFFFFFFFFFFFFFFULL
         self.t.pair_mask = size - 1
 
-    cdef void _put_pair(self, uint32_t left, uint32_t right, uint32_t rank, uint32_t new_id) noexcept nogil:
+    cdef void _put_pair(self, uint32_t left, uint32_t right, uint32_t rank, uint32_t new_id) noexcept:
         cdef uint64_t key = (<uint64_t>left << 32) | right
         cdef uint64_t h = hash_pair(key) & self.t.pair_mask
         while self.t.pairs[h].key != 0xFFFFFFFFFFFFFFFFULL and self.t.pairs[h].key != key:
