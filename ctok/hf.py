@@ -108,6 +108,8 @@ def _inert_class():
 
 
 _HF_INERT = _inert_class()
+# The lowest code point HF's normalizer does not know: text below it needs no inert-character search.
+_HF_INERT_MIN = min(int(r.partition("-")[0], 16) for r in _HF_INERT_RANGES.split())
 
 
 def _unicode_normalize(form: str, s: str) -> str:
@@ -119,7 +121,7 @@ def _unicode_normalize(form: str, s: str) -> str:
         # Normalized under Unicode 16 => normalized under HF's older data as well (unknown code points only
         # block reordering and composition there; they never add any).
         return s
-    if _HF_INERT.search(s) is None:
+    if ord(max(s)) < _HF_INERT_MIN or _HF_INERT.search(s) is None:
         return u
     # An unknown code point is an inert starter: nothing reorders or composes across it.
     out = []
