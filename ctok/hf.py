@@ -491,6 +491,19 @@ def _apply_normalizer(ops, s: str):
 _SPLIT_ONLY = ("split", "digits", "whitespace", "wsplit", "punct", "bert", "delim")
 
 
+
+def _metaspace_fields(ctx, d, where):
+    """(replacement, prepend_scheme) of a Metaspace pre-tokenizer or decoder, checked as HF checks them."""
+    rep = ctx.char(d, "replacement", where)
+    aps = ctx.get(d, "add_prefix_space", where, bool, default=None)
+    scheme = ctx.get(d, "prepend_scheme", where, str, default="always")
+    if scheme not in ("always", "first", "never"):
+        raise ctx.bad(f"{where}.prepend_scheme", f"unknown scheme {scheme!r}")
+    # HF: prepend_scheme defaults to "always", which then contradicts add_prefix_space=false.
+    if aps is False and scheme != "never":
+        raise ctx.bad(f"{where}.add_prefix_space", "add_prefix_space does not match declared prepend_scheme")
+    return rep, scheme
+
 def _parse_pretok(ctx, d, where, steps):
     if d is None:
         return
@@ -516,16 +529,7 @@ def _parse_pretok(ctx, d, where, steps):
         source = text if is_re else regex.escape(text)  # the regex HF builds (what the native recogniser sees)
         steps.append(("split", (_Pattern(ctx, is_re, text, f"{where}.pattern").check(), behavior, invert, source)))
     elif t == "Metaspace":
-        rep = ctx.char(d, "replacement", where)
-        aps = ctx.get(d, "add_prefix_space", where, bool, default=None)
-        scheme = ctx.get(d, "prepend_scheme", where, str, default="always")
-        if scheme not in ("always", "first", "never"):
-            raise ctx.bad(f"{where}.prepend_scheme", f"unknown scheme {scheme!r}")
-        if aps is False:
-            # HF: prepend_scheme defaults to "always", which then contradicts add_prefix_space=false.
-            if scheme != "never":
-                raise ctx.bad(f"{where}.add_prefix_space", "add_prefix_space does not match declared "
-                                                           "prepend_scheme")
+        rep, scheme = _metaspace_fields(ctx, d, where)
         split = ctx.get(d, "split", where, bool, default=True)
         steps.append(("metaspace", (rep, scheme, split)))
     elif t == "Digits":
@@ -772,16 +776,7 @@ def _parse_decoder(ctx, d, where, steps):
         steps.append(("strip", (ctx.char(d, "content", where), ctx.get(d, "start", where, int),
                                 ctx.get(d, "stop", where, int))))
     elif t == "Metaspace":
-        rep = ctx.char(d, "replacement", where)
-        aps = ctx.get(d, "add_prefix_space", where, bool, default=None)
-        scheme = ctx.get(d, "prepend_scheme", where, str, default="always")
-        if scheme not in ("always", "first", "never"):
-            raise ctx.bad(f"{where}.prepend_scheme", f"unknown scheme {scheme!r}")
-        if aps is False:
-            if scheme != "never":
-                raise ctx.bad(f"{where}.add_prefix_space", "add_prefix_space does not match declared "
-                                                           "prepend_scheme")
-        steps.append(("metaspace", (rep, scheme)))
+        steps.append(("metaspace", _metaspace_fields(ctx, d, where)))
     elif t == "WordPiece":
         steps.append(("wordpiece", (ctx.get(d, "prefix", where, str, default="##"),
                                     ctx.get(d, "cleanup", where, bool, default=True))))

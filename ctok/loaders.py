@@ -103,19 +103,24 @@ def read_rank_file(path: str):
     return token_bytes
 
 
+def read_json_object(path: str) -> dict:
+    """A JSON file that must hold an object; errors name the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise VocabFormatError(path, f"not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise VocabFormatError(path, "expected a JSON object")
+    return data
+
+
 def read_sibling_config(path: str) -> Optional[dict]:
     """The parsed tokenizer_config.json beside `path`, or None."""
     cfg_path = os.path.join(os.path.dirname(os.path.abspath(path)), "tokenizer_config.json")
     if not os.path.isfile(cfg_path):
         return None
-    try:
-        with open(cfg_path, encoding="utf-8") as f:
-            cfg = json.load(f)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise VocabFormatError(cfg_path, f"not valid JSON: {e}") from None
-    if not isinstance(cfg, dict):
-        raise VocabFormatError(cfg_path, "expected a JSON object")
-    return cfg
+    return read_json_object(cfg_path)
 
 
 def read_config_specials(folder: str) -> Dict[str, int]:
@@ -181,13 +186,7 @@ def load_tiktoken_file(path: str, *, pattern: Optional[str] = None,
 
 def load_tekken_file(path: str, *, pattern: Optional[str] = None,
                      special_tokens: Optional[Dict[str, int]] = None) -> VocabSpec:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise VocabFormatError(path, f"not valid JSON: {e}") from None
-    if not isinstance(data, dict):
-        raise VocabFormatError(path, "expected a JSON object")
+    data = read_json_object(path)
     cfg = data.get("config")
     vocab = data.get("vocab")
     if not isinstance(cfg, dict):
