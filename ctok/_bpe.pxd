@@ -41,3 +41,6 @@ cdef void scratch_init(BpeScratch* s) noexcept nogil
 cdef void scratch_free(BpeScratch* s) noexcept nogil
 cdef int bpe_encode_piece(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
                           IdVec* out, BpeScratch* scratch) noexcept nogil
+# The same without the whole-piece lookup, for callers that already made it.
+cdef int bpe_merge_piece(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
+                         IdVec* out, BpeScratch* scratch) noexcept nogil

@@ -494,13 +494,20 @@ cdef int merge_chunked(const Tables* vocab, const BpeOptions* opt, const uint8_t
 cdef int bpe_encode_piece(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
                           IdVec* out, BpeScratch* scratch) noexcept nogil:
     cdef uint32_t tid
-    cdef Py_ssize_t i
     if n <= 0:
         return BPE_OK
-    if opt.whole_piece_first:
+    if opt.whole_piece_first and n <= vocab.max_token_len:
         tid = tables_lookup(vocab, s, n)
         if tid != NO_ID:
             return idvec_push(out, tid)
+    return bpe_merge_piece(vocab, opt, s, n, out, scratch)
+
+
+cdef int bpe_merge_piece(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
+                         IdVec* out, BpeScratch* scratch) noexcept nogil:
+    cdef Py_ssize_t i
+    if n <= 0:
+        return BPE_OK
     if n > LONG_PIECE and not opt.char_level:
         for i in range(n):
             if vocab.byte_id[s[i]] == NO_ID:

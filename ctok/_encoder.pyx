@@ -15,10 +15,10 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcpy, memcmp
 
-from ctok._vocab cimport Vocab, Tables, NO_ID, tables_lookup, hash_bytes, load_head
+from ctok._vocab cimport Vocab, Tables, Slot, NO_ID, tables_lookup, hash_bytes, load_head
 from ctok._piece_cache cimport PieceCache, CacheEntry, cache_get, cache_put, cache_init, cache_free, CACHE_MAX_PIECE
 from ctok._bpe cimport (IdVec, BpeScratch, BpeOptions, BPE_OK, idvec_free, idvec_reserve, idvec_push, scratch_init,
-                        scratch_free, bpe_encode_piece)
+                        scratch_free, bpe_encode_piece, bpe_merge_piece)
 from ctok._pretok cimport next_piece_end, PRETOK_WHOLE
 from cpython.pycapsule cimport PyCapsule_Destructor
 
@@ -63,48 +63,108 @@ cdef Py_ssize_t next_marker_word_end(const EncoderState* st, const uint8_t* s, P
 
 cdef enum:
     SHORT_TEXT = 2048       # keep in step with SHORT_TEXT_BYTES
+    INT_BLOCK = 16          # CoreEncoder.int_cache is filled this many ids at a time
+
+
+cdef extern from *:
+    """
+    #define ctok_prefetch(p) __builtin_prefetch((p), 0, 3)
+    """
+    void ctok_prefetch(const void* p) nogil
+
+
+cdef enum:
+    # Pieces are cut PIPELINE at a time and their token-table slots prefetched before any is looked up:
+    # the lookups then wait for memory together instead of one after another.
+    PIPELINE = 16
 
 
 cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, IdVec* out,
                       BpeScratch* sc) noexcept nogil:
-    cdef Py_ssize_t pos = 0, end
+    cdef Py_ssize_t pos = 0, end, k, j, ln
+    cdef Py_ssize_t bounds[PIPELINE + 1]
+    cdef uint64_t heads[PIPELINE]
+    cdef uint64_t hashes[PIPELINE]
     cdef int rc
     cdef int kind = st.pretok_kind
+    cdef const Tables* t = st.tables
+    cdef Py_ssize_t max_len = t.max_token_len if t.max_token_len > CACHE_MAX_PIECE else CACHE_MAX_PIECE
+    if kind == PRETOK_WHOLE:
+        return encode_piece_cached(st, s, n, out, sc)
     while pos < n:
-        if kind == PRETOK_WHOLE:
-            end = n
-        elif kind == PRETOK_MARKER_WORDS:
-            end = next_marker_word_end(st, s, n, pos)
-        else:
-            end = next_piece_end(kind, s, n, pos)
-        rc = encode_piece_cached(st, s + pos, end - pos, out, sc)
-        if rc != BPE_OK:
-            return rc
-        pos = end
+        bounds[0] = pos
+        k = 0
+        while k < PIPELINE and pos < n:
+            if kind == PRETOK_MARKER_WORDS:
+                end = next_marker_word_end(st, s, n, pos)
+            else:
+                end = next_piece_end(kind, s, n, pos)
+            ln = end - pos
+            if ln <= max_len:
+                heads[k] = load_head(s + pos, ln)
+                hashes[k] = hash_bytes(s + pos, ln, heads[k])
+                ctok_prefetch(&t.slots[hashes[k] & t.slot_mask])      # masked to the table size
+            k += 1                                                     # k <= PIPELINE: bounds has PIPELINE + 1
+            bounds[k] = end
+            pos = end
+        for j in range(k):
+            ln = bounds[j + 1] - bounds[j]
+            if ln <= max_len:
+                rc = encode_piece_hashed(st, s + bounds[j], ln, heads[j], hashes[j], out, sc)
+            else:
+                rc = bpe_merge_piece(t, &st.opt, s + bounds[j], ln, out, sc)     # longer than any token
+            if rc != BPE_OK:
+                return rc
     return BPE_OK
+
+
+cdef inline uint32_t lookup_hashed(const Tables* t, const uint8_t* s, Py_ssize_t n, uint64_t head,
+                                   uint64_t h) noexcept nogil:
+    # tables_lookup with the hash already computed (h = hash_bytes(s, n, head)).
+    cdef const Slot* e
+    h &= t.slot_mask
+    while True:
+        e = &t.slots[h]                   # h is masked to the table size
+        if e.id == NO_ID:
+            return NO_ID
+        if e.len == n and e.head == head and (
+                n <= 8 or memcmp(t.blob + t.offsets[e.id] + 8, s + 8, n - 8) == 0):
+            return e.id
+        h = (h + 1) & t.slot_mask
+
+
+cdef int encode_piece_hashed(const EncoderState* st, const uint8_t* p, Py_ssize_t n, uint64_t head, uint64_t h,
+                             IdVec* out, BpeScratch* sc) noexcept nogil:
+    # encode_piece_cached for a piece whose hash_bytes the caller computed (the piece cache keys on it too).
+    cdef uint32_t tid
+    cdef Py_ssize_t before
+    cdef int rc
+    if st.opt.whole_piece_first:
+        tid = lookup_hashed(st.tables, p, n, head, h)
+        if tid != NO_ID:
+            return idvec_push(out, tid)
+    if st.cache.entries == NULL or n < 2 or n > CACHE_MAX_PIECE:
+        return bpe_merge_piece(st.tables, &st.opt, p, n, out, sc)
+    h |= 1                                                # never 0, the empty-entry mark
+    if cache_get(&st.cache, p, n, h, out):
+        return BPE_OK
+    before = out.size
+    rc = bpe_merge_piece(st.tables, &st.opt, p, n, out, sc)
+    if rc == BPE_OK:
+        cache_put(<PieceCache*>&st.cache, p, n, h, out.data + before, out.size - before)
+    return rc
 
 
 cdef int encode_piece_cached(const EncoderState* st, const uint8_t* p, Py_ssize_t n, IdVec* out,
                              BpeScratch* sc) noexcept nogil:
     # Whole-token pieces are answered by the vocabulary; other short pieces go through the piece cache.
-    cdef uint32_t tid
-    cdef uint64_t h
-    cdef Py_ssize_t before
-    cdef int rc
-    if st.cache.entries == NULL or n < 2 or n > CACHE_MAX_PIECE:
-        return bpe_encode_piece(st.tables, &st.opt, p, n, out, sc)
-    if st.opt.whole_piece_first:
-        tid = tables_lookup(st.tables, p, n)
-        if tid != NO_ID:
-            return idvec_push(out, tid)
-    h = hash_bytes(p, n, load_head(p, n)) | 1            # never 0, the empty-entry mark
-    if cache_get(&st.cache, p, n, h, out):
+    cdef uint64_t head
+    if n <= 0:
         return BPE_OK
-    before = out.size
-    rc = bpe_encode_piece(st.tables, &st.opt, p, n, out, sc)
-    if rc == BPE_OK:
-        cache_put(<PieceCache*>&st.cache, p, n, h, out.data + before, out.size - before)
-    return rc
+    if n > st.tables.max_token_len and n > CACHE_MAX_PIECE:
+        return bpe_merge_piece(st.tables, &st.opt, p, n, out, sc)
+    head = load_head(p, n)
+    return encode_piece_hashed(st, p, n, head, hash_bytes(p, n, head), out, sc)
 
 
 cdef class CoreEncoder:
@@ -149,11 +209,20 @@ cdef class CoreEncoder:
             tid = v.data[i]                       # every id the encoder emits is < n_ids
             o = self.int_cache[tid]
             if o == NULL:
-                o = PyLong_FromUnsignedLong_ptr(tid)
-                self.int_cache[tid] = o           # the cache keeps this reference
-            Py_INCREF_ptr(o)                      # and the list gets its own (SET_ITEM steals it)
+                self._fill_int_block(tid)
+                o = self.int_cache[tid]
+            Py_INCREF_ptr(o)                      # the list gets its own reference (SET_ITEM steals it)
             PyList_SET_ITEM_ptr(out, i, o)
         return out
+
+    cdef void _fill_int_block(self, uint32_t tid) except *:
+        # Make the ints of tid's whole block of INT_BLOCK ids at once: allocated together, they sit side by
+        # side in memory in id order, so the ints of frequent (low-rank) tokens share cache lines.
+        cdef Py_ssize_t first = tid - tid % INT_BLOCK, j
+        cdef Py_ssize_t last = first + INT_BLOCK if first + INT_BLOCK < self.int_cache_size else self.int_cache_size
+        for j in range(first, last):
+            if self.int_cache[j] == NULL:
+                self.int_cache[j] = PyLong_FromUnsignedLong_ptr(j)     # the cache keeps this reference
 
     def __init__(self, list token_bytes=None, merges=None, *, dict special_bytes=None, int pretok_kind=0,
                  bint char_level=False, bint byte_fallback=False, Py_ssize_t unk_id=-1,

@@ -24,6 +24,7 @@ cdef struct Tables:
     uint64_t* offsets
     uint8_t* kind               # per id: 0 hole, 1 ordinary (encodable), 2 special (decode only)
     Py_ssize_t n_ids
+    Py_ssize_t max_token_len    # longest ordinary token: longer pieces need no whole-token lookup
     Slot* slots                 # open addressing, linear probing
     uint64_t slot_mask
     PairEntry* pairs            # (left, right) -> (rank, merged id), open addressing

@@ -2,8 +2,8 @@
 
 Built once from a `VocabSpec` (token_bytes list plus merges), then only read, so lookups need no lock and
 run without the GIL.  For tiktoken files (merges=None) the pair table is derived from the vocabulary:
-every split of a token into two tokens is a merge whose rank is the token's rank (= its id), which is
-exactly tiktoken's rule "merge the adjacent pair whose concatenation has the lowest rank".
+tiktoken merges the adjacent pair whose concatenation has the lowest rank, and for each token only one
+split of it into two tokens can ever be that pair (see Vocab._derive_pairs), stored with the token's rank.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t
@@ -19,6 +19,39 @@ cdef uint64_t table_size(Py_ssize_t n):
     while size < <uint64_t>(2 * n + 1):
         size <<= 1
     return size
+
+
+cdef bint _lone_bpe_last_pair(const Tables* t, const uint8_t* s, Py_ssize_t n, uint32_t* sym,
+                              uint32_t* left, uint32_t* right) noexcept nogil:
+    # BPE of s[0:n] alone with the pairs in t so far (lowest rank first, leftmost on ties, as tiktoken);
+    # True with the two final symbols when it stops at exactly two.  `sym` has room for n ids.  Tokens are
+    # short, so the quadratic scan costs less than any bookkeeping would.
+    cdef Py_ssize_t m = n, i, best
+    cdef uint32_t rank, new_id, best_rank, best_id
+    for i in range(n):
+        sym[i] = t.byte_id[s[i]]
+        if sym[i] == NO_ID:
+            return False                          # a byte that is no token: BPE cannot start here
+    while m > 2:
+        best = -1
+        best_rank = 0xFFFFFFFF
+        best_id = NO_ID
+        for i in range(m - 1):
+            if tables_pair(t, sym[i], sym[i + 1], &rank, &new_id) and rank < best_rank:
+                best_rank = rank
+                best_id = new_id
+                best = i
+        if best < 0:
+            return False
+        sym[best] = best_id
+        for i in range(best + 1, m - 1):
+            sym[i] = sym[i + 1]
+        m -= 1
+    if m != 2:
+        return False
+    left[0] = sym[0]
+    right[0] = sym[1]
+    return True
 
 
 cdef class Vocab:
@@ -41,6 +74,7 @@ cdef class Vocab:
         self._borrowed = False
         self.t.n_ids = 0
         self.t.n_pairs = 0
+        self.t.max_token_len = 0
 
     def __dealloc__(self):
         free(self.t.byte_pairs)                   # always our own allocation
@@ -145,6 +179,8 @@ cdef class Vocab:
             n = self.t.offsets[i + 1] - self.t.offsets[i]
             if n >= 0xFFFFFFFF:
                 raise ValueError(f"token {i} is too long ({n} bytes)")
+            if n > self.t.max_token_len:
+                self.t.max_token_len = n
             if tables_lookup(&self.t, s, n) != NO_ID:
                 # Two ids with the same bytes: the first (lowest) id wins, as in tiktoken's decoder->encoder map.
                 continue
@@ -178,28 +214,59 @@ cdef class Vocab:
         self.t.pairs[h].new_id = new_id
 
     cdef void _derive_pairs(self) except *:
-        # One pass over every split point; the table doubles when it passes half full.
-        cdef Py_ssize_t i, k, n
+        # tiktoken merges any adjacent pair whose concatenation is a token, at that token's rank.  Only one
+        # pair per token can ever fire, though: when symbols a, b merge into T, every earlier merge inside
+        # T's span ran exactly as in BPE(bytes(T)) alone (merges never crossed the span's edges, and inside
+        # it they ran in the same (rank, position) order), so (a, b) is the last merge of that lone run.
+        # So tokens are visited shortest first, each one's lone BPE is run with the pairs of all shorter
+        # tokens (no other token fits inside it), and when it stops at two symbols those two are its pair.
+        # A token whose lone run stops at three or more symbols is never built by merging (only whole-piece
+        # lookup emits it), so it gets no pair.  One pair per token halves the table against taking every
+        # split, and a smaller table is what keeps the merge loop's lookups in cache.
+        cdef Py_ssize_t i, n, max_len = 0, k
         cdef const uint8_t* s
+        cdef Py_ssize_t* by_len = NULL
+        cdef Py_ssize_t* starts = NULL
+        cdef uint32_t* sym = NULL
         cdef uint32_t a, b
-        self._alloc_pairs(2 * self.t.n_ids)
+        cdef Py_ssize_t n_ord = 0
         for i in range(self.t.n_ids):
-            if self.t.kind[i] != 1:
-                continue
-            s = self.t.blob + self.t.offsets[i]
-            n = self.t.offsets[i + 1] - self.t.offsets[i]
-            if tables_lookup(&self.t, s, n) != <uint32_t>i:
-                continue                          # a duplicate of a lower id: never produced
-            for k in range(1, n):
-                a = tables_lookup(&self.t, s, k)
-                if a == NO_ID:
-                    continue
-                b = tables_lookup(&self.t, s + k, n - k)
-                if b == NO_ID:
-                    continue
-                if 2 * (self.t.n_pairs + 1) > <Py_ssize_t>(self.t.pair_mask + 1):
-                    self._grow_pairs()
-                self._put_pair(a, b, <uint32_t>i, <uint32_t>i)
+            if self.t.kind[i] == 1:
+                n_ord += 1
+                n = self.t.offsets[i + 1] - self.t.offsets[i]
+                if n > max_len:
+                    max_len = n
+        self._alloc_pairs(n_ord)
+        # Counting sort of the ordinary ids by byte length (stable: equal lengths keep id order).
+        starts = <Py_ssize_t*>calloc(max_len + 2, sizeof(Py_ssize_t))
+        by_len = <Py_ssize_t*>malloc((n_ord + 1) * sizeof(Py_ssize_t))
+        sym = <uint32_t*>malloc((max_len + 1) * sizeof(uint32_t))
+        if starts == NULL or by_len == NULL or sym == NULL:
+            free(starts); free(by_len); free(sym)
+            raise MemoryError()
+        try:
+            for i in range(self.t.n_ids):
+                if self.t.kind[i] == 1:
+                    starts[self.t.offsets[i + 1] - self.t.offsets[i] + 1] += 1
+            for k in range(1, max_len + 2):
+                starts[k] += starts[k - 1]
+            for i in range(self.t.n_ids):
+                if self.t.kind[i] == 1:
+                    n = self.t.offsets[i + 1] - self.t.offsets[i]
+                    by_len[starts[n]] = i                     # starts[n] < n_ord: one slot per ordinary id
+                    starts[n] += 1
+            for k in range(n_ord):
+                i = by_len[k]
+                s = self.t.blob + self.t.offsets[i]
+                n = self.t.offsets[i + 1] - self.t.offsets[i]
+                if n < 2 or tables_lookup(&self.t, s, n) != <uint32_t>i:
+                    continue                          # a single byte, or a duplicate of a lower id
+                if _lone_bpe_last_pair(&self.t, s, n, sym, &a, &b):
+                    self._put_pair(a, b, <uint32_t>i, <uint32_t>i)
+        finally:
+            free(starts)
+            free(by_len)
+            free(sym)
 
     cdef void _grow_pairs(self) except *:
         cdef PairEntry* old = self.t.pairs
@@ -344,6 +411,8 @@ cdef class Vocab:
         for j in range(n):
             if v.t.offsets[j + 1] < v.t.offsets[j] or v.t.kind[j] > 2:
                 raise ValueError("compiled vocabulary: bad token table")
+            if v.t.kind[j] == 1 and <Py_ssize_t>(v.t.offsets[j + 1] - v.t.offsets[j]) > v.t.max_token_len:
+                v.t.max_token_len = v.t.offsets[j + 1] - v.t.offsets[j]
         used = 0
         for j in range(slot_size):
             if v.t.slots[j].id != NO_ID:
@@ -370,7 +439,7 @@ cdef class Vocab:
         return v
 
 
-cdef uint64_t COMPILED_VERSION = 1
+cdef uint64_t COMPILED_VERSION = 2   # 2: one merge pair per token for rank files
 
 
 cdef bint _pow2(uint64_t x):
