@@ -181,7 +181,7 @@ cdef inline uint32_t pair_rank(const Tables* vocab, uint32_t a, uint32_t b, uint
 cdef inline uint64_t pair_key(const Tables* vocab, uint32_t a, uint32_t b) noexcept nogil:
     # (rank << 32) | merged id, or all ones when (a, b) does not merge.  One rank always names one merged
     # token, so comparing these keys orders pairs by rank, and equal keys mean the same merge.
-    cdef uint32_t rank, new_id
+    cdef uint32_t rank = 0, new_id = 0
     if tables_pair(vocab, a, b, &rank, &new_id):
         return (<uint64_t>rank << 32) | new_id
     return 0xFFFFFFFFFFFFFFFFULL
@@ -288,7 +288,7 @@ cdef Py_ssize_t merge_heap(const Tables* vocab, BpeScratch* sc, Py_ssize_t m,
     cdef int32_t* nxt = sc.next
     cdef Py_ssize_t i, hsize = 0, out
     cdef int32_t p, q, r
-    cdef uint32_t rank, new_id
+    cdef uint32_t rank = 0, new_id = 0
     cdef HeapEntry e
     if heap_reserve(sc, 3 * m) != BPE_OK:
         return -1

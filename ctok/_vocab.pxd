@@ -14,9 +14,15 @@ cdef struct Slot:
     uint32_t len
 
 cdef struct PairEntry:
+    # Build-time hash table entry (Vocab._hpairs); the encoder reads the PairItem lists instead.
     uint64_t key                # (left << 32) | right; all ones when the slot is free
     uint32_t rank               # merge rank: lower merges first
     uint32_t new_id             # id of the merged token
+
+cdef struct PairItem:
+    uint32_t right
+    uint32_t rank
+    uint32_t new_id
 
 cdef struct Tables:
     # Every token's bytes, ordinary and special, concatenated: id -> blob[offsets[id]:offsets[id+1]].
@@ -27,8 +33,11 @@ cdef struct Tables:
     Py_ssize_t max_token_len    # longest ordinary token: longer pieces need no whole-token lookup
     Slot* slots                 # open addressing, linear probing
     uint64_t slot_mask
-    PairEntry* pairs            # (left, right) -> (rank, merged id), open addressing
-    uint64_t pair_mask
+    # The merges of each left token, grouped by it: (left, right) is looked up among
+    # pair_list[pair_start[left]:pair_start[left + 1]], sorted by right.  Grouping by the left token keeps
+    # the lookups of one text in few cache lines (a hash over pairs scatters them over the whole table).
+    uint32_t* pair_start        # n_ids + 1 entries
+    PairItem* pair_list         # n_pairs entries
     Py_ssize_t n_pairs
     uint32_t byte_id[256]       # id of each single byte as a token, NO_ID if it is not one
     uint32_t fallback_id[256]   # id of each <0xXX> byte-fallback token, NO_ID if absent
@@ -104,17 +113,29 @@ cdef inline uint64_t hash_pair(uint64_t key) noexcept nogil:
 
 cdef inline bint tables_pair(const Tables* t, uint32_t left, uint32_t right,
                              uint32_t* rank, uint32_t* new_id) noexcept nogil:
-    """The merge of (left, right), if there is one: its rank and merged id."""
-    cdef uint64_t key = (<uint64_t>left << 32) | right
-    cdef uint64_t h = hash_pair(key) & t.pair_mask
-    while True:
-        if t.pairs[h].key == key:          # h is masked to the table size
-            rank[0] = t.pairs[h].rank
-            new_id[0] = t.pairs[h].new_id
+    """The merge of (left, right), if there is one: its rank and merged id.  left < n_ids (callers pass
+    ids of this vocabulary)."""
+    cdef uint32_t lo = t.pair_start[left], hi = t.pair_start[left + 1], mid
+    cdef const PairItem* it
+    # Binary search down to a short range holding the first item with .right >= right, then scan it.
+    cdef bint below
+    while hi - lo > 8:
+        mid = (lo + hi) >> 1
+        below = t.pair_list[mid].right < right       # lo <= mid < hi <= n_pairs
+        # Both sides are computed and one picked (conditional moves): the outcome is random, a branch
+        # on it would be mispredicted half the time.
+        lo = mid + 1 if below else lo
+        hi = hi if below else mid + 1
+    while lo < hi:
+        it = &t.pair_list[lo]                        # lo < hi <= n_pairs
+        if it.right >= right:
+            if it.right != right:
+                return False
+            rank[0] = it.rank
+            new_id[0] = it.new_id
             return True
-        if t.pairs[h].key == 0xFFFFFFFFFFFFFFFFULL:
-            return False
-        h = (h + 1) & t.pair_mask
+        lo += 1
+    return False
 
 
 cdef class Vocab:
@@ -123,10 +144,14 @@ cdef class Vocab:
     cdef bint _borrowed              # True: the tables live in _backing (never test _backing itself in
                                      # __dealloc__: the garbage collector may have cleared it already)
     cdef public bint rank_merges     # True: tiktoken semantics (pairs derived from the vocabulary)
+    cdef PairEntry* _hpairs          # build-time (left, right) hash table; freed once the lists are built
+    cdef uint64_t _hmask
+    cdef Py_ssize_t _hcount
     cdef void _build_slots(self, Py_ssize_t n_ord) except *
     cdef void _alloc_pairs(self, Py_ssize_t n) except *
     cdef void _put_pair(self, uint32_t left, uint32_t right, uint32_t rank, uint32_t new_id) noexcept
     cdef void _derive_pairs(self) except *
-    cdef void _grow_pairs(self) except *
     cdef void _load_pairs(self, merges) except *
     cdef void _build_byte_pairs(self) except *
+    cdef void _build_pair_lists(self) except *
+    cdef bint _hpair(self, uint32_t left, uint32_t right, uint32_t* rank, uint32_t* new_id) noexcept nogil

@@ -7,7 +7,7 @@ split of it into two tokens can ever be that pair (see Vocab._derive_pairs), sto
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t
-from libc.stdlib cimport malloc, calloc, free
+from libc.stdlib cimport malloc, calloc, free, qsort
 from libc.string cimport memcpy, memcmp, memset
 
 import struct
@@ -21,8 +21,27 @@ cdef uint64_t table_size(Py_ssize_t n):
     return size
 
 
-cdef bint _lone_bpe_last_pair(const Tables* t, const uint8_t* s, Py_ssize_t n, uint32_t* sym,
-                              uint32_t* left, uint32_t* right) noexcept nogil:
+cdef inline bint hpair_lookup(const PairEntry* tab, uint64_t mask, uint32_t left, uint32_t right,
+                             uint32_t* rank, uint32_t* new_id) noexcept nogil:
+    cdef uint64_t key = (<uint64_t>left << 32) | right
+    cdef uint64_t h = hash_pair(key) & mask
+    while True:
+        if tab[h].key == key:                 # h is masked to the table size
+            rank[0] = tab[h].rank
+            new_id[0] = tab[h].new_id
+            return True
+        if tab[h].key == 0xFFFFFFFFFFFFFFFFULL:
+            return False
+        h = (h + 1) & mask
+
+
+cdef int _cmp_right(const void* a, const void* b) noexcept nogil:
+    cdef uint32_t x = (<const PairItem*>a).right, y = (<const PairItem*>b).right
+    return -1 if x < y else (1 if x > y else 0)
+
+
+cdef bint _lone_bpe_last_pair(const PairEntry* tab, uint64_t mask, const Tables* t, const uint8_t* s,
+                              Py_ssize_t n, uint32_t* sym, uint32_t* left, uint32_t* right) noexcept nogil:
     # BPE of s[0:n] alone with the pairs in t so far (lowest rank first, leftmost on ties, as tiktoken);
     # True with the two final symbols when it stops at exactly two.  `sym` has room for n ids.  Tokens are
     # short, so the quadratic scan costs less than any bookkeeping would.
@@ -37,7 +56,7 @@ cdef bint _lone_bpe_last_pair(const Tables* t, const uint8_t* s, Py_ssize_t n, u
         best_rank = 0xFFFFFFFF
         best_id = NO_ID
         for i in range(m - 1):
-            if tables_pair(t, sym[i], sym[i + 1], &rank, &new_id) and rank < best_rank:
+            if hpair_lookup(tab, mask, sym[i], sym[i + 1], &rank, &new_id) and rank < best_rank:
                 best_rank = rank
                 best_id = new_id
                 best = i
@@ -69,7 +88,11 @@ cdef class Vocab:
         self.t.offsets = NULL
         self.t.kind = NULL
         self.t.slots = NULL
-        self.t.pairs = NULL
+        self.t.pair_start = NULL
+        self.t.pair_list = NULL
+        self._hpairs = NULL
+        self._hmask = 0
+        self._hcount = 0
         self.t.byte_pairs = NULL
         self._borrowed = False
         self.t.n_ids = 0
@@ -78,13 +101,15 @@ cdef class Vocab:
 
     def __dealloc__(self):
         free(self.t.byte_pairs)                   # always our own allocation
+        free(self._hpairs)
         if self._borrowed:
             return                                # the other tables point into _backing, which owns them
         free(self.t.blob)
         free(self.t.offsets)
         free(self.t.kind)
         free(self.t.slots)
-        free(self.t.pairs)
+        free(self.t.pair_start)
+        free(self.t.pair_list)
 
     def __init__(self, list token_bytes=None, merges=None, dict special_bytes=None):
         if token_bytes is None:
@@ -144,6 +169,7 @@ cdef class Vocab:
             self._derive_pairs()
         else:
             self._load_pairs(merges)
+        self._build_pair_lists()
         self._build_byte_pairs()
 
     cdef void _build_byte_pairs(self) except *:
@@ -195,23 +221,66 @@ cdef class Vocab:
     cdef void _alloc_pairs(self, Py_ssize_t n) except *:
         cdef uint64_t size = table_size(n)
         cdef uint64_t i
-        self.t.pairs = <PairEntry*>malloc(size * sizeof(PairEntry))
-        if self.t.pairs == NULL:
+        free(self._hpairs)
+        self._hpairs = <PairEntry*>malloc(size * sizeof(PairEntry))
+        if self._hpairs == NULL:
             raise MemoryError()
         for i in range(size):
-            self.t.pairs[i].key = 0xFFFFFFFFFFFFFFFFULL
-        self.t.pair_mask = size - 1
+            self._hpairs[i].key = 0xFFFFFFFFFFFFFFFFULL
+        self._hmask = size - 1
+        self._hcount = 0
 
     cdef void _put_pair(self, uint32_t left, uint32_t right, uint32_t rank, uint32_t new_id) noexcept:
         cdef uint64_t key = (<uint64_t>left << 32) | right
-        cdef uint64_t h = hash_pair(key) & self.t.pair_mask
-        while self.t.pairs[h].key != 0xFFFFFFFFFFFFFFFFULL and self.t.pairs[h].key != key:
-            h = (h + 1) & self.t.pair_mask
-        if self.t.pairs[h].key == 0xFFFFFFFFFFFFFFFFULL:
-            self.t.n_pairs += 1
-        self.t.pairs[h].key = key
-        self.t.pairs[h].rank = rank
-        self.t.pairs[h].new_id = new_id
+        cdef uint64_t h = hash_pair(key) & self._hmask
+        while self._hpairs[h].key != 0xFFFFFFFFFFFFFFFFULL and self._hpairs[h].key != key:
+            h = (h + 1) & self._hmask
+        if self._hpairs[h].key == 0xFFFFFFFFFFFFFFFFULL:
+            self._hcount += 1
+        self._hpairs[h].key = key
+        self._hpairs[h].rank = rank
+        self._hpairs[h].new_id = new_id
+
+    cdef bint _hpair(self, uint32_t left, uint32_t right, uint32_t* rank, uint32_t* new_id) noexcept nogil:
+        return hpair_lookup(self._hpairs, self._hmask, left, right, rank, new_id)
+
+    cdef void _build_pair_lists(self) except *:
+        # The build-time hash table -> per-left lists sorted by right (see Tables.pair_start), then freed.
+        cdef Py_ssize_t n = self.t.n_ids, k
+        cdef uint64_t j, size = self._hmask + 1
+        cdef uint32_t left
+        cdef uint32_t* fill
+        self.t.n_pairs = self._hcount
+        self.t.pair_start = <uint32_t*>calloc(n + 2, sizeof(uint32_t))
+        self.t.pair_list = <PairItem*>malloc((self._hcount + 1) * sizeof(PairItem))
+        fill = <uint32_t*>malloc((n + 1) * sizeof(uint32_t))
+        if self.t.pair_start == NULL or self.t.pair_list == NULL or fill == NULL:
+            free(fill)
+            raise MemoryError()
+        if self._hcount >= 0xFFFFFFFF:
+            free(fill)
+            raise ValueError("too many merges")
+        for j in range(size):
+            if self._hpairs[j].key != 0xFFFFFFFFFFFFFFFFULL:
+                self.t.pair_start[(self._hpairs[j].key >> 32) + 1] += 1      # left < n_ids (checked when put)
+        for k in range(n):
+            self.t.pair_start[k + 1] += self.t.pair_start[k]
+            fill[k] = self.t.pair_start[k]
+        for j in range(size):
+            if self._hpairs[j].key != 0xFFFFFFFFFFFFFFFFULL:
+                left = <uint32_t>(self._hpairs[j].key >> 32)
+                self.t.pair_list[fill[left]].right = <uint32_t>(self._hpairs[j].key & 0xFFFFFFFFULL)
+                self.t.pair_list[fill[left]].rank = self._hpairs[j].rank
+                self.t.pair_list[fill[left]].new_id = self._hpairs[j].new_id
+                fill[left] += 1
+        free(fill)
+        for k in range(n):
+            if self.t.pair_start[k + 1] - self.t.pair_start[k] > 1:
+                qsort(&self.t.pair_list[self.t.pair_start[k]], self.t.pair_start[k + 1] - self.t.pair_start[k],
+                      sizeof(PairItem), _cmp_right)
+        free(self._hpairs)
+        self._hpairs = NULL
+        self._hcount = 0
 
     cdef void _derive_pairs(self) except *:
         # tiktoken merges any adjacent pair whose concatenation is a token, at that token's rank.  Only one
@@ -261,25 +330,12 @@ cdef class Vocab:
                 n = self.t.offsets[i + 1] - self.t.offsets[i]
                 if n < 2 or tables_lookup(&self.t, s, n) != <uint32_t>i:
                     continue                          # a single byte, or a duplicate of a lower id
-                if _lone_bpe_last_pair(&self.t, s, n, sym, &a, &b):
+                if _lone_bpe_last_pair(self._hpairs, self._hmask, &self.t, s, n, sym, &a, &b):
                     self._put_pair(a, b, <uint32_t>i, <uint32_t>i)
         finally:
             free(starts)
             free(by_len)
             free(sym)
-
-    cdef void _grow_pairs(self) except *:
-        cdef PairEntry* old = self.t.pairs
-        cdef uint64_t old_size = self.t.pair_mask + 1, j
-        cdef Py_ssize_t count = self.t.n_pairs
-        self.t.pairs = NULL
-        self._alloc_pairs(count * 2 + 2)
-        self.t.n_pairs = 0
-        for j in range(old_size):
-            if old[j].key != 0xFFFFFFFFFFFFFFFFULL:
-                self._put_pair(<uint32_t>(old[j].key >> 32), <uint32_t>(old[j].key & 0xFFFFFFFFULL),
-                               old[j].rank, old[j].new_id)
-        free(old)
 
     cdef void _load_pairs(self, merges) except *:
         cdef Py_ssize_t rank = 0
@@ -324,7 +380,7 @@ cdef class Vocab:
 
     def merge_of(self, Py_ssize_t left, Py_ssize_t right):
         cdef uint32_t rank, new_id
-        if left < 0 or right < 0 or left > 0xFFFFFFFE or right > 0xFFFFFFFE:
+        if left < 0 or right < 0 or left >= self.t.n_ids or right >= self.t.n_ids or self.t.pair_start == NULL:
             return None
         if tables_pair(&self.t, <uint32_t>left, <uint32_t>right, &rank, &new_id):
             return (rank, new_id)
@@ -333,36 +389,21 @@ cdef class Vocab:
     def is_special(self, Py_ssize_t tid):
         return 0 <= tid < self.t.n_ids and self.t.kind[tid] == 2
 
-    def probe_stats(self):
-        """(mean probe length of a hit in the pair table, longest run of occupied slots): a hash check."""
-        cdef uint64_t size = self.t.pair_mask + 1, j, h, total = 0, hits = 0, run = 0, longest = 0
-        for j in range(size):
-            if self.t.pairs[j].key != 0xFFFFFFFFFFFFFFFFULL:
-                h = hash_pair(self.t.pairs[j].key) & self.t.pair_mask
-                total += ((j - h) & self.t.pair_mask) + 1
-                hits += 1
-                run += 1
-                if run > longest:
-                    longest = run
-            else:
-                run = 0
-        return (<double>total / hits if hits else 0.0, longest, hits, size)
-
     # ---- the compiled form: the tables as one byte string, validated on the way back in ----
     def to_bytes(self):
         """The tables as bytes (native endianness), for the compiled vocabulary cache."""
         cdef uint64_t n = self.t.n_ids
         cdef uint64_t blob_len = self.t.offsets[n] if self.t.offsets != NULL else 0
         cdef uint64_t slot_size = self.t.slot_mask + 1
-        cdef uint64_t pair_size = self.t.pair_mask + 1
-        header = struct.pack("<8Q", COMPILED_VERSION, n, blob_len, slot_size, pair_size, self.t.n_pairs,
-                             1 if self.rank_merges else 0, 0)
+        header = struct.pack("<8Q", COMPILED_VERSION, n, blob_len, slot_size, self.t.n_pairs,
+                             1 if self.rank_merges else 0, 0, 0)
         parts = [header,
                  PyBytes_FromStringAndSize(<char*>self.t.offsets, (n + 1) * sizeof(uint64_t)),
                  _pad8(PyBytes_FromStringAndSize(<char*>self.t.kind, n + 1)),
                  _pad8(PyBytes_FromStringAndSize(<char*>self.t.blob, blob_len)),
                  PyBytes_FromStringAndSize(<char*>self.t.slots, slot_size * sizeof(Slot)),
-                 PyBytes_FromStringAndSize(<char*>self.t.pairs, pair_size * sizeof(PairEntry)),
+                 _pad8(PyBytes_FromStringAndSize(<char*>self.t.pair_start, (n + 1) * sizeof(uint32_t))),
+                 _pad8(PyBytes_FromStringAndSize(<char*>self.t.pair_list, self.t.n_pairs * sizeof(PairItem))),
                  PyBytes_FromStringAndSize(<char*>self.t.byte_id, 256 * sizeof(uint32_t)),
                  PyBytes_FromStringAndSize(<char*>self.t.fallback_id, 256 * sizeof(uint32_t))]
         return b"".join(parts)
@@ -376,17 +417,17 @@ cdef class Vocab:
             raise ValueError("compiled vocabulary: bad start offset")
         cdef const uint8_t* base = <const uint8_t*>PyBytes_AS_STRING(data) + start
         cdef Py_ssize_t size = len(data) - start, pos = 64
-        cdef uint64_t version, n, blob_len, slot_size, pair_size, n_pairs, rank_merges, j, used
+        cdef uint64_t version, n, blob_len, slot_size, n_pairs, rank_merges, j, used, k
         cdef Vocab v = Vocab()
         if size < 64:
             raise ValueError("compiled vocabulary: truncated header")
-        version, n, blob_len, slot_size, pair_size, n_pairs, rank_merges, _ = struct.unpack_from("<8Q", data, start)
+        version, n, blob_len, slot_size, n_pairs, rank_merges, _, _ = struct.unpack_from("<8Q", data, start)
         if version != COMPILED_VERSION:
             raise ValueError(f"compiled vocabulary: version {version}, expected {COMPILED_VERSION}")
-        if n >= 0xFFFFFFFF or blob_len > (1 << 40) or not _pow2(slot_size) or not _pow2(pair_size):
+        if n >= 0xFFFFFFFF or n_pairs >= 0xFFFFFFFF or blob_len > (1 << 40) or not _pow2(slot_size):
             raise ValueError("compiled vocabulary: bad sizes")
         need = (64 + (n + 1) * 8 + _up8(n + 1) + _up8(blob_len) + slot_size * sizeof(Slot)
-                + pair_size * sizeof(PairEntry) + 2 * 256 * 4)
+                + _up8((n + 1) * 4) + _up8(n_pairs * sizeof(PairItem)) + 2 * 256 * 4)
         if <uint64_t>size != need:
             raise ValueError(f"compiled vocabulary: {size} bytes, expected {need}")
         v.t.n_ids = n
@@ -401,8 +442,8 @@ cdef class Vocab:
         v.t.blob = <uint8_t*>(base + pos); pos += _up8(blob_len)   # slots (>= 256 bytes) follow: 16-byte over-reads stay inside
         v.t.slots = <Slot*>(base + pos); pos += slot_size * sizeof(Slot)
         v.t.slot_mask = slot_size - 1
-        v.t.pairs = <PairEntry*>(base + pos); pos += pair_size * sizeof(PairEntry)
-        v.t.pair_mask = pair_size - 1
+        v.t.pair_start = <uint32_t*>(base + pos); pos += _up8((n + 1) * 4)
+        v.t.pair_list = <PairItem*>(base + pos); pos += _up8(n_pairs * sizeof(PairItem))
         memcpy(v.t.byte_id, base + pos, 256 * 4); pos += 256 * 4
         memcpy(v.t.fallback_id, base + pos, 256 * 4); pos += 256 * 4
         # Validate: offsets monotone within the blob; every id in a table names an existing token.
@@ -422,15 +463,18 @@ cdef class Vocab:
                     raise ValueError("compiled vocabulary: bad token slot")
         if used >= slot_size:
             raise ValueError("compiled vocabulary: token table has no free slot")
-        used = 0
-        for j in range(pair_size):
-            if v.t.pairs[j].key != 0xFFFFFFFFFFFFFFFFULL:
-                used += 1
-                if ((v.t.pairs[j].key >> 32) >= n or (v.t.pairs[j].key & 0xFFFFFFFFULL) >= n
-                        or v.t.pairs[j].new_id >= n or v.t.kind[v.t.pairs[j].new_id] != 1):
-                    raise ValueError("compiled vocabulary: bad merge entry")
-        if used >= pair_size or used != n_pairs:
+        # Merge lists: starts monotone from 0 to n_pairs, items name ordinary tokens, rights strictly
+        # increasing within a list (the lookup's binary search relies on it).
+        if v.t.pair_start[0] != 0 or v.t.pair_start[n] != n_pairs:
             raise ValueError("compiled vocabulary: bad merge table")
+        for j in range(n):
+            if v.t.pair_start[j + 1] < v.t.pair_start[j] or v.t.pair_start[j + 1] > n_pairs:
+                raise ValueError("compiled vocabulary: bad merge table")
+            for k in range(v.t.pair_start[j], v.t.pair_start[j + 1]):
+                if (v.t.pair_list[k].right >= n or v.t.pair_list[k].new_id >= n
+                        or v.t.kind[v.t.pair_list[k].new_id] != 1
+                        or (k > v.t.pair_start[j] and v.t.pair_list[k].right <= v.t.pair_list[k - 1].right)):
+                    raise ValueError("compiled vocabulary: bad merge entry")
         for j in range(256):
             if (v.t.byte_id[j] != NO_ID and v.t.byte_id[j] >= n) or \
                     (v.t.fallback_id[j] != NO_ID and v.t.fallback_id[j] >= n):
@@ -439,7 +483,7 @@ cdef class Vocab:
         return v
 
 
-cdef uint64_t COMPILED_VERSION = 2   # 2: one merge pair per token for rank files
+cdef uint64_t COMPILED_VERSION = 3   # 3: merges as per-left-token lists
 
 
 cdef bint _pow2(uint64_t x):
