@@ -1,12 +1,15 @@
 """The compiled vocabulary cache: parse a rank file once, then load its native tables in milliseconds.
 
-A cache file holds a JSON header (format version, the source file's path, size and mtime, the load
-arguments, the Python-level facts of the vocabulary) and the native tables (`Vocab.to_bytes`), with a
-CRC-32 of the tables.  It is used only if all of these match; otherwise it is rebuilt.  `Vocab.from_bytes`
-also checks every index it will follow, so even a file that passes the CRC cannot cause a bad read.
+A cache file holds a JSON header (format version, the source file's path, size, mtime, ctime and inode,
+the load arguments, the Python-level facts of the vocabulary) and the native tables (`Vocab.to_bytes`),
+with a CRC-32 of header and tables.  It is used only if all of these match; otherwise it is rebuilt (a
+source rewritten in place with its mtime put back still changes its ctime).  `Vocab.from_bytes` also
+checks every index it will follow, so even a file that passes the CRC cannot cause a bad read.
 
 Where: $CTOK_CACHE_DIR, else $XDG_CACHE_HOME/ctok, else ~/.cache/ctok.  CTOK_CACHE_DIR=off disables it.
-An unwritable location only costs speed.
+An unwritable location only costs speed.  The folder stays bounded: each save drops the files whose source
+is gone (rank files in temporary folders come and go) and then the least recently used ones beyond
+$CTOK_CACHE_MAX_BYTES (default 512 MiB).
 """
 from __future__ import annotations
 
@@ -18,7 +21,9 @@ import zlib
 from typing import Optional, Tuple
 
 MAGIC = b"CTOKVOC\x01"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2          # 2: the CRC covers the header too; the stamp has ctime and inode
+DEFAULT_MAX_BYTES = 512 << 20
+META_KEYS = frozenset(["name", "source", "special_tokens", "pattern", "explicit_n_vocab", "extra"])
 
 
 def cache_dir() -> Optional[str]:
@@ -31,7 +36,8 @@ def cache_dir() -> Optional[str]:
 
 def _stamp(path: str) -> dict:
     st = os.stat(path)
-    return {"source": os.path.realpath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    return {"source": os.path.realpath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+            "ctime_ns": st.st_ctime_ns, "inode": st.st_ino, "device": st.st_dev}
 
 
 def cache_path(path: str, args) -> Optional[str]:
@@ -57,14 +63,22 @@ def load_compiled(path: str, args) -> Optional[Tuple[dict, object]]:
         start = 24 + hlen
         if start % 8 or start > len(data):
             return None
+        if zlib.crc32(memoryview(data)[24:]) != crc:
+            return None
         header = json.loads(data[24:start].decode("utf-8"))
         if header.get("format") != FORMAT_VERSION or header.get("args") != json.loads(json.dumps(args)):
             return None
         if header.get("stamp") != _stamp(path):
             return None
-        if zlib.crc32(memoryview(data)[start:]) != crc:
+        meta = header.get("meta")
+        if not isinstance(meta, dict) or set(meta) != META_KEYS:
             return None
-        return header["meta"], Vocab.from_bytes(data, start)
+        vocab = Vocab.from_bytes(data, start)
+        try:
+            os.utime(cp)                       # recency for the size bound (atime is often not kept)
+        except OSError:
+            pass
+        return meta, vocab
     except (OSError, ValueError, KeyError, TypeError, struct.error):
         return None
 
@@ -83,7 +97,7 @@ def save_compiled(path: str, args, meta: dict, vocab) -> None:
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(cp), suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(MAGIC + struct.pack("<QQ", len(header), zlib.crc32(payload)) + header)
+                f.write(MAGIC + struct.pack("<QQ", len(header), zlib.crc32(payload, zlib.crc32(header))) + header)
                 f.write(payload)
             os.replace(tmp, cp)                                       # readers see old or new, never half
         except BaseException:
@@ -92,5 +106,65 @@ def save_compiled(path: str, args, meta: dict, vocab) -> None:
             except OSError:
                 pass
             raise
+        prune(os.path.dirname(cp), keep=cp)
+    except OSError:
+        pass
+
+
+def _source_of(path: str) -> Optional[str]:
+    # The source path recorded in a cache file's header, or None if the header cannot be read.
+    try:
+        with open(path, "rb") as f:
+            head = f.read(24)
+            if head[:8] != MAGIC or len(head) < 24:
+                return None
+            hlen = struct.unpack_from("<Q", head, 8)[0]
+            if hlen > 1 << 20:
+                return None
+            header = json.loads(f.read(hlen).decode("utf-8"))
+        return header["stamp"]["source"]
+    except (OSError, ValueError, KeyError, TypeError, struct.error):
+        return None
+
+
+def prune(folder: str, keep: Optional[str] = None, max_bytes: Optional[int] = None) -> None:
+    """Bound the cache folder: drop files whose source is gone or that cannot be read, then the least
+    recently used beyond max_bytes (default $CTOK_CACHE_MAX_BYTES or 512 MiB).  `keep` is never dropped."""
+    if max_bytes is None:
+        try:
+            max_bytes = int(os.environ.get("CTOK_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES))
+        except ValueError:
+            max_bytes = DEFAULT_MAX_BYTES
+    entries = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if not name.endswith(".ctokv"):
+            continue
+        p = os.path.join(folder, name)
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue
+        if p != keep:
+            src = _source_of(p)
+            if src is None or not os.path.exists(src):
+                _unlink(p)
+                continue
+        entries.append((st.st_mtime_ns, st.st_size, p))
+    total = sum(size for _, size, _ in entries)
+    for _, size, p in sorted(entries):
+        if total <= max_bytes:
+            break
+        if p != keep:
+            _unlink(p)
+            total -= size
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
     except OSError:
         pass

@@ -143,6 +143,34 @@ def test_compiled_cache_file_rebuilt_when_stale_or_damaged(tmp_path, monkeypatch
     assert cache.load_compiled(str(src), args) is not None
 
 
+def test_compiled_cache_folder_stays_bounded(tmp_path, monkeypatch):
+    # Rank files in temporary folders come and go: their cache files must not pile up, and the folder
+    # keeps to CTOK_CACHE_MAX_BYTES by dropping the least recently used files.
+    import base64
+    import os
+    from ctok import cache
+    args = ["tiktoken", r"\S+|\s+", None]
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("CTOK_CACHE_DIR", str(folder))
+    lines = [base64.b64encode(bytes([i])) + b" %d" % i for i in range(256)]
+    srcs = []
+    for k in range(4):
+        src = tmp_path / f"ranks{k}.tiktoken"
+        src.write_bytes(b"\n".join(lines + [base64.b64encode(b"ab" * (k + 1)) + b" 256"]) + b"\n")
+        srcs.append(src)
+    ctok.load(str(srcs[0]), pattern=r"\S+|\s+")
+    ctok.load(str(srcs[1]), pattern=r"\S+|\s+")
+    assert len(list(folder.iterdir())) == 2
+    srcs[0].unlink()                                  # its cache file is dropped at the next save
+    ctok.load(str(srcs[2]), pattern=r"\S+|\s+")
+    assert len(list(folder.iterdir())) == 2
+    one = max(f.stat().st_size for f in folder.iterdir())
+    monkeypatch.setenv("CTOK_CACHE_MAX_BYTES", str(one + one // 2))   # room for one file only
+    enc = ctok.load(str(srcs[3]), pattern=r"\S+|\s+")
+    assert [f.name for f in folder.iterdir()] == [os.path.basename(cache.cache_path(str(srcs[3]), args))]
+    assert enc.encode("abababab") == [256]
+
+
 @pytest.mark.parametrize("folder", ["mistral-7b-v0.1", "mistral-7b-v0.3", "llama2"])
 def test_marker_word_split_is_safe_on_sentencepiece_files(folder):
     from ctok._encoder import marker_split_is_safe
