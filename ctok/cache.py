@@ -9,7 +9,7 @@ checks every index it will follow, so even a file that passes the CRC cannot cau
 Where: $CTOK_CACHE_DIR, else $XDG_CACHE_HOME/ctok, else ~/.cache/ctok.  CTOK_CACHE_DIR=off disables it.
 An unwritable location only costs speed.  The folder stays bounded: each save drops the files whose source
 is gone (rank files in temporary folders come and go) and then the least recently used ones beyond
-$CTOK_CACHE_MAX_BYTES (default 512 MiB).
+$CTOK_CACHE_MAX_BYTES (default 256 MiB).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from typing import Optional, Tuple
 
 MAGIC = b"CTOKVOC\x01"
 FORMAT_VERSION = 2          # 2: the CRC covers the header too; the stamp has ctime and inode
-DEFAULT_MAX_BYTES = 512 << 20
+DEFAULT_MAX_BYTES = 256 << 20
 META_KEYS = frozenset(["name", "source", "special_tokens", "pattern", "explicit_n_vocab", "extra"])
 
 
@@ -129,7 +129,7 @@ def _source_of(path: str) -> Optional[str]:
 
 def prune(folder: str, keep: Optional[str] = None, max_bytes: Optional[int] = None) -> None:
     """Bound the cache folder: drop files whose source is gone or that cannot be read, then the least
-    recently used beyond max_bytes (default $CTOK_CACHE_MAX_BYTES or 512 MiB).  `keep` is never dropped."""
+    recently used beyond max_bytes (default $CTOK_CACHE_MAX_BYTES or 256 MiB).  `keep` is never dropped."""
     if max_bytes is None:
         try:
             max_bytes = int(os.environ.get("CTOK_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES))
