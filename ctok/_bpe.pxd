@@ -22,6 +22,11 @@ cdef struct BpeScratch:
     int32_t* next
     HeapEntry* heap
     Py_ssize_t heap_cap
+    # Pair memo: the merge lookups of recent pieces, direct mapped, PAIR_MEMO entries of (pair, key).
+    # A text reuses a small set of pairs over and over (CJK above all); the memo answers them from L1/L2
+    # where the vocabulary's merge lists would cost a walk through memory.  Valid for memo_owner only.
+    uint64_t* memo
+    const Tables* memo_owner
 
 cdef struct BpeOptions:
     bint char_level         # initial symbols are UTF-8 characters (SentencePiece); else single bytes

@@ -9,7 +9,7 @@ heap over adjacent pairs with lazy invalidation, so a 1,000,000-letter run costs
 """
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t
 from libc.stdlib cimport malloc, realloc, free
-from libc.string cimport memmove, memcpy, memcmp
+from libc.string cimport memmove, memcpy, memcmp, memset
 from ctok._vocab cimport Vocab, Tables, NO_ID, tables_lookup, tables_pair
 
 cdef enum:
@@ -18,6 +18,7 @@ cdef enum:
     # Byte-level pieces longer than this are merged chunk by chunk (merge_chunked), CHUNK bytes at a time.
     LONG_PIECE = 256
     CHUNK = 48
+    PAIR_MEMO_BITS = 12             # BpeScratch.memo: 4096 entries of 16 bytes
 cdef uint32_t RANK_NONE = 0xFFFFFFFF
 
 
@@ -60,6 +61,8 @@ cdef void scratch_init(BpeScratch* s) noexcept nogil:
     s.next = NULL
     s.heap = NULL
     s.heap_cap = 0
+    s.memo = NULL
+    s.memo_owner = NULL
 
 
 cdef void scratch_free(BpeScratch* s) noexcept nogil:
@@ -68,6 +71,7 @@ cdef void scratch_free(BpeScratch* s) noexcept nogil:
     free(s.prev)
     free(s.next)
     free(s.heap)
+    free(s.memo)
     scratch_init(s)
 
 
@@ -171,20 +175,39 @@ cdef Py_ssize_t symbolize(const Tables* vocab, const BpeOptions* opt, const uint
     return m
 
 
-cdef inline uint32_t pair_rank(const Tables* vocab, uint32_t a, uint32_t b, uint32_t* new_id) noexcept nogil:
-    cdef uint32_t rank
-    if tables_pair(vocab, a, b, &rank, new_id):
-        return rank
-    return RANK_NONE
-
-
 cdef inline uint64_t pair_key(const Tables* vocab, uint32_t a, uint32_t b) noexcept nogil:
     # (rank << 32) | merged id, or all ones when (a, b) does not merge.  One rank always names one merged
     # token, so comparing these keys orders pairs by rank, and equal keys mean the same merge.
-    cdef uint32_t rank = 0, new_id = 0
+    cdef uint32_t rank, new_id
     if tables_pair(vocab, a, b, &rank, &new_id):
         return (<uint64_t>rank << 32) | new_id
     return 0xFFFFFFFFFFFFFFFFULL
+
+
+cdef int memo_ready(BpeScratch* sc, const Tables* vocab) noexcept nogil:
+    # The memo exists and belongs to this vocabulary (a scratch may serve another encoder later).
+    if sc.memo == NULL:
+        sc.memo = <uint64_t*>malloc((2 << PAIR_MEMO_BITS) * sizeof(uint64_t))
+        if sc.memo == NULL:
+            return BPE_NOMEM
+        sc.memo_owner = NULL
+    if sc.memo_owner != vocab:
+        memset(sc.memo, 0xFF, (2 << PAIR_MEMO_BITS) * sizeof(uint64_t))   # all ones: no pair (NO_ID, NO_ID)
+        sc.memo_owner = vocab
+    return BPE_OK
+
+
+cdef inline uint64_t memo_key(const Tables* vocab, BpeScratch* sc, uint32_t a, uint32_t b) noexcept nogil:
+    # pair_key through the memo (memo_ready was called for this vocabulary).
+    cdef uint64_t pair = (<uint64_t>a << 32) | b
+    cdef uint64_t i = ((pair * 0x9E3779B97F4A7C15ULL) >> (64 - PAIR_MEMO_BITS)) << 1    # even, < 2 << BITS
+    cdef uint64_t key
+    if sc.memo[i] == pair:
+        return sc.memo[i + 1]
+    key = pair_key(vocab, a, b)
+    sc.memo[i] = pair
+    sc.memo[i + 1] = key
+    return key
 
 
 cdef Py_ssize_t merge_linear(const Tables* vocab, BpeScratch* sc, Py_ssize_t m,
@@ -195,20 +218,24 @@ cdef Py_ssize_t merge_linear(const Tables* vocab, BpeScratch* sc, Py_ssize_t m,
     cdef uint32_t* ids = sc.ids
     cdef uint64_t* keys = sc.keys
     cdef Py_ssize_t i, best
-    cdef uint64_t best_key
+    cdef uint64_t best_key, k
+    cdef bint lower
     if s != NULL:
         for i in range(m - 1):
             keys[i] = vocab.byte_pairs[(<uint32_t>s[i] << 8) | s[i + 1]]     # index < 65536
     else:
         for i in range(m - 1):
-            keys[i] = pair_key(vocab, ids[i], ids[i + 1])
+            keys[i] = memo_key(vocab, sc, ids[i], ids[i + 1])
     while m > 1:
         best_key = keys[0]
         best = 0
         for i in range(1, m - 1):
-            if keys[i] < best_key:
-                best_key = keys[i]
-                best = i
+            # Selects, not a branch: which pair is lowest is data, and a mispredicted branch per new
+            # minimum cost more than the whole comparison.
+            k = keys[i]
+            lower = k < best_key
+            best = i if lower else best
+            best_key = k if lower else best_key
         if best_key == 0xFFFFFFFFFFFFFFFFULL:
             break
         ids[best] = <uint32_t>best_key
@@ -219,9 +246,9 @@ cdef Py_ssize_t merge_linear(const Tables* vocab, BpeScratch* sc, Py_ssize_t m,
             keys[i] = keys[i + 1]
         m -= 1
         if best > 0:
-            keys[best - 1] = pair_key(vocab, ids[best - 1], ids[best])
+            keys[best - 1] = memo_key(vocab, sc, ids[best - 1], ids[best])
         if best < m - 1:
-            keys[best] = pair_key(vocab, ids[best], ids[best + 1])
+            keys[best] = memo_key(vocab, sc, ids[best], ids[best + 1])
     return m
 
 
@@ -299,7 +326,7 @@ cdef Py_ssize_t merge_heap(const Tables* vocab, BpeScratch* sc, Py_ssize_t m,
         if s != NULL:
             rank = <uint32_t>(vocab.byte_pairs[(<uint32_t>s[i] << 8) | s[i + 1]] >> 32)   # index < 65536
         else:
-            rank = pair_rank(vocab, ids[i], ids[i + 1], &new_id)
+            rank = <uint32_t>(memo_key(vocab, sc, ids[i], ids[i + 1]) >> 32)
         if rank != RANK_NONE:
             e.key = (<uint64_t>rank << 32) | <uint64_t>i
             e.left = ids[i]
@@ -311,22 +338,21 @@ cdef Py_ssize_t merge_heap(const Tables* vocab, BpeScratch* sc, Py_ssize_t m,
         q = nxt[p]
         if ids[p] != e.left or q < 0 or ids[q] != e.right:
             continue                                    # stale: one side has merged since
-        tables_pair(vocab, e.left, e.right, &rank, &new_id)
-        ids[p] = new_id
+        ids[p] = <uint32_t>memo_key(vocab, sc, e.left, e.right)       # a pair that merges: its key was pushed
         ids[q] = NO_ID                                  # q is gone; NO_ID never equals a live id
         r = nxt[q]
         nxt[p] = r
         if r >= 0:
             prv[r] = p
         if prv[p] >= 0:
-            rank = pair_rank(vocab, ids[prv[p]], ids[p], &new_id)
+            rank = <uint32_t>(memo_key(vocab, sc, ids[prv[p]], ids[p]) >> 32)
             if rank != RANK_NONE:
                 e.key = (<uint64_t>rank << 32) | <uint64_t>prv[p]
                 e.left = ids[prv[p]]
                 e.right = ids[p]
                 heap_push(sc, &hsize, e)
         if r >= 0:
-            rank = pair_rank(vocab, ids[p], ids[r], &new_id)
+            rank = <uint32_t>(memo_key(vocab, sc, ids[p], ids[r]) >> 32)
             if rank != RANK_NONE:
                 e.key = (<uint64_t>rank << 32) | <uint64_t>p
                 e.left = ids[p]
@@ -349,7 +375,7 @@ cdef int merge_only(const Tables* vocab, const BpeOptions* opt, const uint8_t* s
     cdef bint bytewise
     if n <= 0:
         return BPE_OK
-    if scratch_reserve(scratch, n + 1) != BPE_OK:
+    if scratch_reserve(scratch, n + 1) != BPE_OK or memo_ready(scratch, vocab) != BPE_OK:
         return BPE_NOMEM
     m = symbolize(vocab, opt, s, n, scratch.ids, &bytewise)
     if m > LINEAR_MAX:
@@ -537,7 +563,7 @@ def _merge_for_test(Vocab py_vocab, bytes piece, bint heap, bint char_level=Fals
     try:
         if whole_piece_first and tables_lookup(vocab, <const uint8_t*><char*>piece, len(piece)) != NO_ID:
             return [tables_lookup(vocab, <const uint8_t*><char*>piece, len(piece))]
-        if scratch_reserve(&sc, len(piece) + 1) != BPE_OK:
+        if scratch_reserve(&sc, len(piece) + 1) != BPE_OK or memo_ready(&sc, vocab) != BPE_OK:
             raise MemoryError()
         m = symbolize(vocab, &opt, <const uint8_t*><char*>piece, len(piece), sc.ids, &bytewise)
         sp = <const uint8_t*><char*>piece if bytewise else NULL

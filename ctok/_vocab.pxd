@@ -115,17 +115,16 @@ cdef inline bint tables_pair(const Tables* t, uint32_t left, uint32_t right,
                              uint32_t* rank, uint32_t* new_id) noexcept nogil:
     """The merge of (left, right), if there is one: its rank and merged id.  left < n_ids (callers pass
     ids of this vocabulary)."""
-    cdef uint32_t lo = t.pair_start[left], hi = t.pair_start[left + 1], mid
+    cdef uint32_t lo = t.pair_start[left], n = t.pair_start[left + 1] - t.pair_start[left], half, hi
     cdef const PairItem* it
-    # Binary search down to a short range holding the first item with .right >= right, then scan it.
-    cdef bint below
-    while hi - lo > 8:
-        mid = (lo + hi) >> 1
-        below = t.pair_list[mid].right < right       # lo <= mid < hi <= n_pairs
-        # Both sides are computed and one picked (conditional moves): the outcome is random, a branch
-        # on it would be mispredicted half the time.
-        lo = mid + 1 if below else lo
-        hi = hi if below else mid + 1
+    # Narrow [lo, lo + n) to at most 8 items holding the first item with .right >= right.  The step is
+    # a masked add, not a branch: which half holds it is data, and a mispredicted branch per step costs
+    # more than the step.  The trip count depends only on n.
+    while n > 8:
+        half = n >> 1
+        lo += half & (<uint32_t>0 - <uint32_t>(t.pair_list[lo + half - 1].right < right))   # lo + half - 1 < end
+        n -= half
+    hi = lo + n
     while lo < hi:
         it = &t.pair_list[lo]                        # lo < hi <= n_pairs
         if it.right >= right:
