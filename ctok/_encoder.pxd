@@ -62,7 +62,6 @@ cdef class CoreEncoder:
     cdef bint short_busy
 
     cdef list ids_to_list(self, IdVec* v)
-    cdef void _fill_int_block(self, uint32_t tid) except *
     cdef _check_kind(self)
     cdef int encode_into(self, const uint8_t* s, Py_ssize_t n, IdVec* out, BpeScratch* sc) noexcept nogil
     cdef int _encode_bytes(self, bytes data, IdVec* out, bint split) except -1

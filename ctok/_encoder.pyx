@@ -63,7 +63,6 @@ cdef Py_ssize_t next_marker_word_end(const EncoderState* st, const uint8_t* s, P
 
 cdef enum:
     SHORT_TEXT = 2048       # keep in step with SHORT_TEXT_BYTES
-    INT_BLOCK = 16          # CoreEncoder.int_cache is filled this many ids at a time
 
 
 cdef extern from *:
@@ -209,20 +208,11 @@ cdef class CoreEncoder:
             tid = v.data[i]                       # every id the encoder emits is < n_ids
             o = self.int_cache[tid]
             if o == NULL:
-                self._fill_int_block(tid)
-                o = self.int_cache[tid]
-            Py_INCREF_ptr(o)                      # the list gets its own reference (SET_ITEM steals it)
+                o = PyLong_FromUnsignedLong_ptr(tid)
+                self.int_cache[tid] = o           # the cache keeps this reference
+            Py_INCREF_ptr(o)                      # and the list gets its own (SET_ITEM steals it)
             PyList_SET_ITEM_ptr(out, i, o)
         return out
-
-    cdef void _fill_int_block(self, uint32_t tid) except *:
-        # Make the ints of tid's whole block of INT_BLOCK ids at once: allocated together, they sit side by
-        # side in memory in id order, so the ints of frequent (low-rank) tokens share cache lines.
-        cdef Py_ssize_t first = tid - tid % INT_BLOCK, j
-        cdef Py_ssize_t last = first + INT_BLOCK if first + INT_BLOCK < self.int_cache_size else self.int_cache_size
-        for j in range(first, last):
-            if self.int_cache[j] == NULL:
-                self.int_cache[j] = PyLong_FromUnsignedLong_ptr(j)     # the cache keeps this reference
 
     def __init__(self, list token_bytes=None, merges=None, *, dict special_bytes=None, int pretok_kind=0,
                  bint char_level=False, bint byte_fallback=False, Py_ssize_t unk_id=-1,
