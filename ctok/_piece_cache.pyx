@@ -4,8 +4,10 @@ Why: BPE of a piece that is not itself a token costs dozens of table lookups; na
 pieces (names, code identifiers, common CJK runs).  Contract: `cache_get` either appends exactly the ids
 that `cache_put` stored for these bytes, or reports a miss; results never depend on whether it hit.
 
-Memory is fixed at creation (a power-of-two array of 128-byte entries within the byte budget), direct
-mapped by hash, so an insert simply overwrites.  Each entry is guarded by a sequence lock: a writer
+Memory is fixed at creation (a power-of-two array of 128-byte entries within the byte budget), two-way
+set associative: a piece may sit in either entry of the pair its hash picks, and an insert takes a free
+or matching entry of the pair, else overwrites one of them (chosen by another hash bit).  Direct mapping
+lost a fifth of a book's distinct pieces to collisions, re-merged on every pass.  Each entry is guarded by a sequence lock: a writer
 claims the entry by moving its sequence from even to odd with a compare-and-swap (losing writers skip
 the insert), writes, and publishes an even number; a reader copies the entry and accepts it only if the
 sequence was even and unchanged around the copy and the stored bytes equal the piece.
@@ -56,15 +58,17 @@ cdef void cache_free(PieceCache* c) noexcept nogil:
     c.mask = 0
 
 
-cdef bint cache_get(const PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_t h, IdVec* out) noexcept nogil:
-    cdef CacheEntry* e
+cdef inline uint64_t set_index(const PieceCache* c, uint64_t h) noexcept nogil:
+    # First entry of the pair for hash h.  Bit 0 of h is always set (0 marks an empty entry), so the
+    # index is taken from the bits above it.
+    return (h >> 1) & c.mask & ~(<uint64_t>1)
+
+
+cdef bint entry_get(CacheEntry* e, const uint8_t* s, Py_ssize_t n, uint64_t h, IdVec* out) noexcept nogil:
     cdef unsigned long long s1, s2
     cdef uint32_t ids[CACHE_MAX_IDS]
     cdef uint32_t n_ids
     cdef bint same
-    if c.entries == NULL or n > CACHE_MAX_PIECE or h == 0:
-        return False
-    e = &c.entries[h & c.mask]                         # masked to the array size
     s1 = ctok_seq_load_acquire(<unsigned long long*>&e.seq)
     if s1 & 1:
         return False
@@ -86,13 +90,29 @@ cdef bint cache_get(const PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_
     return True
 
 
+cdef bint cache_get(const PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_t h, IdVec* out) noexcept nogil:
+    cdef uint64_t i
+    if c.entries == NULL or n > CACHE_MAX_PIECE or h == 0:
+        return False
+    i = set_index(c, h)                                 # i and i + 1 are inside the array (mask >= 15)
+    return entry_get(&c.entries[i], s, n, h, out) or entry_get(&c.entries[i + 1], s, n, h, out)
+
+
 cdef void cache_put(PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_t h, const uint32_t* ids,
                     Py_ssize_t n_ids) noexcept nogil:
     cdef CacheEntry* e
     cdef unsigned long long seq
+    cdef uint64_t i
     if c.entries == NULL or n > CACHE_MAX_PIECE or n_ids > CACHE_MAX_IDS or h == 0:
         return
-    e = &c.entries[h & c.mask]
+    i = set_index(c, h)
+    # A racy peek only picks the entry; the claim below is what makes the write safe.
+    if c.entries[i].hash == 0 or c.entries[i].hash == h:
+        e = &c.entries[i]
+    elif c.entries[i + 1].hash == 0 or c.entries[i + 1].hash == h:
+        e = &c.entries[i + 1]
+    else:
+        e = &c.entries[i + ((h >> 40) & 1)]
     seq = ctok_seq_load_acquire(<unsigned long long*>&e.seq)
     if seq & 1 or not ctok_seq_claim(<unsigned long long*>&e.seq, seq):
         return                                          # another writer has it: skip, it is only a cache
