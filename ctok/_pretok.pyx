@@ -61,10 +61,14 @@ cdef inline bint is_lower(unsigned char c) noexcept nogil:
     return <unsigned char>(c - 97) < 26
 
 
+cdef extern from "_ascii_runs.h" nogil:
+    Py_ssize_t ctok_lower_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t i)
+    Py_ssize_t ctok_alpha_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t i)
+
+
 cdef inline Py_ssize_t letter_run(const unsigned char* s, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
     """\p{L}* from i: ASCII letters fast, then the general loop if a non-ASCII byte follows."""
-    while i < n and is_alpha(s[i]):  # i < n checked first
-        i += 1
+    i = ctok_alpha_end(s, n, i)
     if i < n and s[i] >= 0x80:  # i < n checked first
         i = run_of(s, n, i, CT_L, CT_L)
     return i
@@ -72,8 +76,7 @@ cdef inline Py_ssize_t letter_run(const unsigned char* s, Py_ssize_t n, Py_ssize
 
 cdef inline Py_ssize_t lower_run(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, uint16_t lomask) noexcept nogil:
     """[\p{Ll}\p{Lm}\p{Lo}\p{M}]* from i (o200k's LO; lomask adds CT_HAN for Kimi): ASCII fast, then general."""
-    while i < n and is_lower(s[i]):  # i < n checked first
-        i += 1
+    i = ctok_lower_end(s, n, i)
     if i < n and s[i] >= 0x80:  # i < n checked first
         i = run_of(s, n, i, lomask, CT_LO)
     return i

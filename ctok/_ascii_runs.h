@@ -1,0 +1,50 @@
+/* ASCII letter runs for the pretokenizer (ctok/_pretok.pyx), 16 bytes at a time where SSE2 exists.
+ *
+ * Why: the end of a word is data the branch predictor cannot know, so a byte loop pays a mispredicted
+ * branch per word.  Here a 16-byte block is classified at once and the first non-letter is found with a
+ * count-trailing-zeros: one well-predicted branch per block, and English words fit in one block.
+ * Contract: ctok_lower_end(s, n, i) is the first index >= i whose byte is not 'a'..'z' (or n);
+ * ctok_alpha_end likewise for 'A'..'Z' and 'a'..'z'.  Blocks are read only when i + 16 <= n, so nothing
+ * past s[n - 1] is read.  Other CPUs use the plain loop, with the same results.
+ */
+#ifndef CTOK_ASCII_RUNS_H
+#define CTOK_ASCII_RUNS_H
+#include <Python.h>
+
+#if defined(__SSE2__) || defined(_M_X64)
+#include <emmintrin.h>
+
+/* x - 'a' < 26 as a signed compare: adding 0x80 - 'a' maps 'a'..'z' onto -128..-103, every other byte
+ * onto -102..127. */
+static inline Py_ssize_t ctok_class_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, int fold) {
+    const __m128i bias = _mm_set1_epi8((char)(0x80 - 'a'));
+    const __m128i lim = _mm_set1_epi8((char)-102);
+    const __m128i case_bit = _mm_set1_epi8(fold ? 0x20 : 0);
+    while (i + 16 <= n) {
+        __m128i x = _mm_loadu_si128((const __m128i*)(s + i));     /* i + 16 <= n */
+        __m128i y = _mm_add_epi8(_mm_or_si128(x, case_bit), bias);
+        unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmplt_epi8(y, lim));
+        if (m != 0xFFFFu)
+            return i + __builtin_ctz(~m);
+        i += 16;
+    }
+    while (i < n && (unsigned char)((s[i] | (fold ? 0x20 : 0)) - 'a') < 26)
+        i++;
+    return i;
+}
+#else
+static inline Py_ssize_t ctok_class_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, int fold) {
+    while (i < n && (unsigned char)((s[i] | (fold ? 0x20 : 0)) - 'a') < 26)
+        i++;
+    return i;
+}
+#endif
+
+static inline Py_ssize_t ctok_lower_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t i) {
+    return ctok_class_end(s, n, i, 0);
+}
+
+static inline Py_ssize_t ctok_alpha_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t i) {
+    return ctok_class_end(s, n, i, 1);
+}
+#endif
