@@ -11,7 +11,7 @@
 #define CTOK_ASCII_RUNS_H
 #include <Python.h>
 
-#if defined(__SSE2__) || defined(_M_X64)
+#if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__))
 #include <emmintrin.h>
 
 /* x - 'a' < 26 as a signed compare: adding 0x80 - 'a' maps 'a'..'z' onto -128..-103, every other byte
