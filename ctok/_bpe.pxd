@@ -40,7 +40,17 @@ cdef enum:
     BPE_NOMEM = -1
 
 cdef int idvec_reserve(IdVec* v, Py_ssize_t extra) noexcept nogil
-cdef int idvec_push(IdVec* v, uint32_t x) noexcept nogil
+
+
+cdef inline int idvec_push(IdVec* v, uint32_t x) noexcept nogil:
+    # Inline: every token of a text passes here, and the call would cost more than the store.
+    if v.size == v.cap and idvec_reserve(v, 1) != BPE_OK:
+        return BPE_NOMEM
+    v.data[v.size] = x          # size < cap after the reserve above
+    v.size += 1
+    return BPE_OK
+
+
 cdef void idvec_free(IdVec* v) noexcept nogil
 cdef void scratch_init(BpeScratch* s) noexcept nogil
 cdef void scratch_free(BpeScratch* s) noexcept nogil

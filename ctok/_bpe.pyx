@@ -38,14 +38,6 @@ cdef int idvec_reserve(IdVec* v, Py_ssize_t extra) noexcept nogil:
     return BPE_OK
 
 
-cdef int idvec_push(IdVec* v, uint32_t x) noexcept nogil:
-    if v.size == v.cap and idvec_reserve(v, 1) != BPE_OK:
-        return BPE_NOMEM
-    v.data[v.size] = x          # size < cap after the reserve above
-    v.size += 1
-    return BPE_OK
-
-
 cdef void idvec_free(IdVec* v) noexcept nogil:
     free(v.data)
     v.data = NULL

@@ -15,11 +15,11 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcpy, memcmp
 
-from ctok._vocab cimport Vocab, Tables, Slot, NO_ID, tables_lookup, hash_bytes, load_head
+from ctok._vocab cimport Vocab, Tables, Slot, NO_ID, tables_lookup, hash_bytes, load_head, load_head_padded
 from ctok._piece_cache cimport PieceCache, CacheEntry, cache_get, cache_put, cache_init, cache_free, CACHE_MAX_PIECE
 from ctok._bpe cimport (IdVec, BpeScratch, BpeOptions, BPE_OK, idvec_free, idvec_reserve, idvec_push, scratch_init,
                         scratch_free, bpe_encode_piece, bpe_merge_piece)
-from ctok._pretok cimport next_piece_end, PRETOK_WHOLE
+from ctok._pretok cimport next_piece_end, next_piece_ends, PRETOK_WHOLE
 from cpython.pycapsule cimport PyCapsule_Destructor
 
 from ctok.errors import UnknownTokenError
@@ -80,7 +80,7 @@ cdef enum:
 
 cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, IdVec* out,
                       BpeScratch* sc) noexcept nogil:
-    cdef Py_ssize_t pos = 0, end, k, j, ln
+    cdef Py_ssize_t pos = 0, k, j, ln
     cdef Py_ssize_t bounds[PIPELINE + 1]
     cdef uint64_t heads[PIPELINE]
     cdef uint64_t hashes[PIPELINE]
@@ -92,20 +92,22 @@ cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Id
         return encode_piece_cached(st, s, n, out, sc)
     while pos < n:
         bounds[0] = pos
-        k = 0
-        while k < PIPELINE and pos < n:
-            if kind == PRETOK_MARKER_WORDS:
-                end = next_marker_word_end(st, s, n, pos)
-            else:
-                end = next_piece_end(kind, s, n, pos)
-            ln = end - pos
+        if kind == PRETOK_MARKER_WORDS:
+            k = 0
+            while k < PIPELINE and pos < n:
+                pos = next_marker_word_end(st, s, n, pos)
+                k += 1                                                 # k <= PIPELINE: bounds has PIPELINE + 1
+                bounds[k] = pos
+        else:
+            k = next_piece_ends(kind, s, n, pos, &bounds[1], PIPELINE)   # 1 <= k <= PIPELINE
+            pos = bounds[k]
+        for j in range(k):
+            ln = bounds[j + 1] - bounds[j]
             if ln <= max_len:
-                heads[k] = load_head(s + pos, ln)
-                hashes[k] = hash_bytes(s + pos, ln, heads[k])
-                ctok_prefetch(&t.slots[hashes[k] & t.slot_mask])      # masked to the table size
-            k += 1                                                     # k <= PIPELINE: bounds has PIPELINE + 1
-            bounds[k] = end
-            pos = end
+                heads[j] = (load_head_padded(s + bounds[j], ln) if bounds[j] + 8 <= n
+                            else load_head(s + bounds[j], ln))
+                hashes[j] = hash_bytes(s + bounds[j], ln, heads[j])
+                ctok_prefetch(&t.slots[hashes[j] & t.slot_mask])      # masked to the table size
         for j in range(k):
             ln = bounds[j + 1] - bounds[j]
             if ln <= max_len:

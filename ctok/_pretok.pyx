@@ -424,6 +424,29 @@ cdef Py_ssize_t next_piece_end(int kind, const unsigned char* s, Py_ssize_t n, P
     return n
 
 
+cdef Py_ssize_t next_piece_ends(int kind, const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t* ends,
+                                Py_ssize_t max_count) noexcept nogil:
+    # Up to max_count successive piece ends from pos, with the kind dispatch outside the loop: callers in
+    # other modules reach cdef functions through a pointer, so one call per batch, not per piece.
+    cdef Py_ssize_t k = 0
+    if kind == PRETOK_O200K or kind == PRETOK_KIMI or kind == PRETOK_TEKKEN:
+        while k < max_count and pos < n:
+            pos = scan_o200k_like(s, n, pos, kind)
+            ends[k] = pos                         # k < max_count: the caller's array holds max_count
+            k += 1
+    elif kind == PRETOK_CL100K or kind == PRETOK_LLAMA3 or kind == PRETOK_QWEN:
+        while k < max_count and pos < n:
+            pos = scan_cl100k_like(s, n, pos, kind)
+            ends[k] = pos
+            k += 1
+    else:
+        while k < max_count and pos < n:
+            pos = next_piece_end(kind, s, n, pos)
+            ends[k] = pos
+            k += 1
+    return k
+
+
 def _check_kind(int kind):
     if kind < 0 or kind >= PRETOK_N_KINDS:
         raise ValueError(f"unknown pretokenizer kind {kind}")
