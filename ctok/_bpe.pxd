@@ -8,11 +8,6 @@ cdef struct IdVec:
     Py_ssize_t size
     Py_ssize_t cap
 
-cdef struct HeapEntry:
-    uint64_t key            # (rank << 32) | position of the left symbol: the lowest key merges first
-    uint32_t left
-    uint32_t right
-
 cdef struct BpeScratch:
     # Per-thread working memory, reused across pieces so the hot loop does not allocate.
     Py_ssize_t cap
@@ -20,13 +15,13 @@ cdef struct BpeScratch:
     uint64_t* keys          # keys[i]: (rank << 32) | merged id of the pair (ids[i], ids[i+1]), all ones if none
     int32_t* prev
     int32_t* next
-    HeapEntry* heap
-    Py_ssize_t heap_cap
     # Pair memo: the merge lookups of recent pieces, direct mapped, PAIR_MEMO entries of (pair, key).
     # A text reuses a small set of pairs over and over (CJK above all); the memo answers them from L1/L2
     # where the vocabulary's merge lists would cost a walk through memory.  Valid for memo_owner only.
     uint64_t* memo
     const Tables* memo_owner
+    uint64_t* tree          # merge_tree's min-tree, 2 * (m rounded up to a power of two) keys
+    Py_ssize_t tree_cap
 
 cdef struct BpeOptions:
     bint char_level         # initial symbols are UTF-8 characters (SentencePiece); else single bytes

@@ -4,8 +4,8 @@ Contract: given the bytes of one pre-token, append its token ids to `out`, exact
 merges it: repeatedly merge the adjacent pair with the lowest rank, leftmost first on ties (tiktoken's
 `_byte_pair_merge`; HF tokenizers' `Word::merge_all`, whose heap orders by (rank, position)).
 
-Short pieces use a linear scan over an array (fast for the usual 2-20 symbols); long pieces use a binary
-heap over adjacent pairs with lazy invalidation, so a 1,000,000-letter run costs O(n log n), not O(n^2).
+Short pieces use a linear scan over an array (fast for the usual 2-20 symbols); long pieces use a min-tree
+over adjacent pairs (merge_tree), so a 1,000,000-letter run costs O(n log n), not O(n^2).
 """
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t
 from libc.stdlib cimport malloc, realloc, free
@@ -51,10 +51,10 @@ cdef void scratch_init(BpeScratch* s) noexcept nogil:
     s.keys = NULL
     s.prev = NULL
     s.next = NULL
-    s.heap = NULL
-    s.heap_cap = 0
     s.memo = NULL
     s.memo_owner = NULL
+    s.tree = NULL
+    s.tree_cap = 0
 
 
 cdef void scratch_free(BpeScratch* s) noexcept nogil:
@@ -62,8 +62,8 @@ cdef void scratch_free(BpeScratch* s) noexcept nogil:
     free(s.keys)
     free(s.prev)
     free(s.next)
-    free(s.heap)
     free(s.memo)
+    free(s.tree)
     scratch_init(s)
 
 
@@ -244,119 +244,102 @@ cdef Py_ssize_t merge_linear(const Tables* vocab, BpeScratch* sc, Py_ssize_t m,
     return m
 
 
-cdef inline void heap_push(BpeScratch* sc, Py_ssize_t* size, HeapEntry e) noexcept nogil:
-    # The caller reserved heap_cap >= size + 1.
-    cdef Py_ssize_t i = size[0], parent
-    size[0] += 1
-    while i > 0:
-        parent = (i - 1) >> 1
-        if sc.heap[parent].key <= e.key:
-            break
-        sc.heap[i] = sc.heap[parent]
-        i = parent
-    sc.heap[i] = e
-
-
-cdef inline HeapEntry heap_pop(BpeScratch* sc, Py_ssize_t* size) noexcept nogil:
-    # Requires size >= 1.
-    cdef HeapEntry top = sc.heap[0]
-    cdef HeapEntry last
-    cdef Py_ssize_t i = 0, child, n
-    size[0] -= 1
-    n = size[0]
-    if n > 0:
-        last = sc.heap[n]
-        while True:
-            child = 2 * i + 1
-            if child >= n:
-                break
-            if child + 1 < n and sc.heap[child + 1].key < sc.heap[child].key:
-                child += 1
-            if sc.heap[child].key >= last.key:
-                break
-            sc.heap[i] = sc.heap[child]
-            i = child
-        sc.heap[i] = last
-    return top
-
-
-cdef int heap_reserve(BpeScratch* sc, Py_ssize_t n) noexcept nogil:
+cdef int tree_reserve(BpeScratch* sc, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t cap
     cdef void* p
-    if n <= sc.heap_cap:
+    if n <= sc.tree_cap:
         return BPE_OK
-    cap = sc.heap_cap * 2 if sc.heap_cap else 256
+    cap = sc.tree_cap * 2 if sc.tree_cap else 512
     while cap < n:
         cap *= 2
-    p = realloc(sc.heap, cap * sizeof(HeapEntry))
+    p = realloc(sc.tree, cap * sizeof(uint64_t))
     if p == NULL:
         return BPE_NOMEM
-    sc.heap = <HeapEntry*>p
-    sc.heap_cap = cap
+    sc.tree = <uint64_t*>p
+    sc.tree_cap = cap
     return BPE_OK
 
 
-cdef Py_ssize_t merge_heap(const Tables* vocab, BpeScratch* sc, Py_ssize_t m,
-                           const uint8_t* s) noexcept nogil:
-    # Doubly linked symbols (prev/next indices, -1 at the ends); heap entries keyed (rank, left position).
-    # An entry is stale once either symbol changed; a symbol's id only changes by merging, and merged
-    # tokens are strictly longer, so "same ids at the same positions" proves the pair is still there.
-    # Each merge pushes at most 2 entries, so the heap never holds more than 3m entries.
+cdef inline void tree_set(uint64_t* tree, Py_ssize_t size, Py_ssize_t leaf, uint64_t key) noexcept nogil:
+    # Set a leaf and recompute the minimum of every node above it.  The climb always runs to the root
+    # and takes each minimum with a select, so it has no data-dependent branch.
+    cdef Py_ssize_t p = size + leaf                 # leaf < size: p < 2 * size
+    cdef uint64_t a, b
+    tree[p] = key
+    p >>= 1
+    while p >= 1:
+        a = tree[2 * p]
+        b = tree[2 * p + 1]
+        tree[p] = a if a < b else b
+        p >>= 1
+
+
+cdef Py_ssize_t merge_tree(const Tables* vocab, BpeScratch* sc, Py_ssize_t m, const uint8_t* s) noexcept nogil:
+    # The same merge order as merge_linear, for long pieces: a min-tree over the pairs (leaf i = the pair
+    # whose left symbol is i, keyed (rank << 32) | i, so the root is the lowest rank, leftmost on ties)
+    # and symbols in a linked list that keep their first index.  A merge updates three leaves, each in
+    # log2(m) branch-free steps: O(m log m) for the piece with no heap bookkeeping or stale entries.
     cdef uint32_t* ids = sc.ids
+    cdef uint64_t* merged = sc.keys               # merged[i]: id made by the pair at leaf i
     cdef int32_t* prv = sc.prev
     cdef int32_t* nxt = sc.next
-    cdef Py_ssize_t i, hsize = 0, out
-    cdef int32_t p, q, r
-    cdef uint32_t rank = 0, new_id = 0
-    cdef HeapEntry e
-    if heap_reserve(sc, 3 * m) != BPE_OK:
+    cdef uint64_t* tree
+    cdef Py_ssize_t size = 1, i, j, r, q, out
+    cdef uint64_t key, top
+    while size < m:
+        size <<= 1
+    if tree_reserve(sc, 2 * size) != BPE_OK:
         return -1
+    tree = sc.tree
     for i in range(m):
         prv[i] = <int32_t>(i - 1)
         nxt[i] = <int32_t>(i + 1) if i + 1 < m else -1
+    for i in range(size):
+        tree[size + i] = 0xFFFFFFFFFFFFFFFFULL
     for i in range(m - 1):
         if s != NULL:
-            rank = <uint32_t>(vocab.byte_pairs[(<uint32_t>s[i] << 8) | s[i + 1]] >> 32)   # index < 65536
+            key = vocab.byte_pairs[(<uint32_t>s[i] << 8) | s[i + 1]]     # index < 65536
         else:
-            rank = <uint32_t>(memo_key(vocab, sc, ids[i], ids[i + 1]) >> 32)
-        if rank != RANK_NONE:
-            e.key = (<uint64_t>rank << 32) | <uint64_t>i
-            e.left = ids[i]
-            e.right = ids[i + 1]
-            heap_push(sc, &hsize, e)
-    while hsize > 0:
-        e = heap_pop(sc, &hsize)
-        p = <int32_t>(e.key & 0xFFFFFFFFULL)
-        q = nxt[p]
-        if ids[p] != e.left or q < 0 or ids[q] != e.right:
-            continue                                    # stale: one side has merged since
-        ids[p] = <uint32_t>memo_key(vocab, sc, e.left, e.right)       # a pair that merges: its key was pushed
-        ids[q] = NO_ID                                  # q is gone; NO_ID never equals a live id
-        r = nxt[q]
-        nxt[p] = r
+            key = memo_key(vocab, sc, ids[i], ids[i + 1])
+        merged[i] = key & 0xFFFFFFFFULL
+        if key != 0xFFFFFFFFFFFFFFFFULL:
+            tree[size + i] = (key & 0xFFFFFFFF00000000ULL) | <uint64_t>i
+    i = size - 1
+    while i >= 1:
+        tree[i] = tree[2 * i] if tree[2 * i] < tree[2 * i + 1] else tree[2 * i + 1]
+        i -= 1
+    while True:
+        top = tree[1]
+        if top == 0xFFFFFFFFFFFFFFFFULL:
+            break
+        i = <Py_ssize_t>(top & 0xFFFFFFFFULL)        # a live symbol with a right neighbour (leaf is set)
+        j = nxt[i]
+        ids[i] = <uint32_t>merged[i]
+        r = nxt[j]                                   # j disappears
+        nxt[i] = <int32_t>r
         if r >= 0:
-            prv[r] = p
-        if prv[p] >= 0:
-            rank = <uint32_t>(memo_key(vocab, sc, ids[prv[p]], ids[p]) >> 32)
-            if rank != RANK_NONE:
-                e.key = (<uint64_t>rank << 32) | <uint64_t>prv[p]
-                e.left = ids[prv[p]]
-                e.right = ids[p]
-                heap_push(sc, &hsize, e)
+            prv[r] = <int32_t>i
+        tree_set(tree, size, j, 0xFFFFFFFFFFFFFFFFULL)
         if r >= 0:
-            rank = <uint32_t>(memo_key(vocab, sc, ids[p], ids[r]) >> 32)
-            if rank != RANK_NONE:
-                e.key = (<uint64_t>rank << 32) | <uint64_t>p
-                e.left = ids[p]
-                e.right = ids[r]
-                heap_push(sc, &hsize, e)
-    # Compact the survivors to the front, in order (symbol 0 is never removed: merges keep the left one).
+            key = memo_key(vocab, sc, ids[i], ids[r])
+            merged[i] = key & 0xFFFFFFFFULL
+            tree_set(tree, size, i, 0xFFFFFFFFFFFFFFFFULL if key == 0xFFFFFFFFFFFFFFFFULL
+                     else (key & 0xFFFFFFFF00000000ULL) | <uint64_t>i)
+        else:
+            tree_set(tree, size, i, 0xFFFFFFFFFFFFFFFFULL)
+        q = prv[i]
+        if q >= 0:
+            key = memo_key(vocab, sc, ids[q], ids[i])
+            merged[q] = key & 0xFFFFFFFFULL
+            tree_set(tree, size, q, 0xFFFFFFFFFFFFFFFFULL if key == 0xFFFFFFFFFFFFFFFFULL
+                     else (key & 0xFFFFFFFF00000000ULL) | <uint64_t>q)
+    # Survivors in order (symbol 0 is never removed: a merge keeps its left symbol).
     out = 0
-    p = 0
-    while p >= 0:
-        ids[out] = ids[p]
+    i = 0
+    while i >= 0:
+        ids[out] = ids[i]
         out += 1
-        p = nxt[p]
+        i = nxt[i]
     return out
 
 
@@ -371,7 +354,7 @@ cdef int merge_only(const Tables* vocab, const BpeOptions* opt, const uint8_t* s
         return BPE_NOMEM
     m = symbolize(vocab, opt, s, n, scratch.ids, &bytewise)
     if m > LINEAR_MAX:
-        m = merge_heap(vocab, scratch, m, s if bytewise else NULL)
+        m = merge_tree(vocab, scratch, m, s if bytewise else NULL)
         if m < 0:
             return BPE_NOMEM
     elif m > 1:
@@ -535,9 +518,9 @@ cdef int bpe_merge_piece(const Tables* vocab, const BpeOptions* opt, const uint8
     return merge_only(vocab, opt, s, n, out, scratch)
 
 
-def _merge_for_test(Vocab py_vocab, bytes piece, bint heap, bint char_level=False, bint byte_fallback=False,
+def _merge_for_test(Vocab py_vocab, bytes piece, bint tree, bint char_level=False, bint byte_fallback=False,
                     Py_ssize_t unk_id=-1, bint fuse_unk=False, bint whole_piece_first=True):
-    """Encode one piece forcing the linear or the heap merge (tests compare the two)."""
+    """Encode one piece forcing the linear or the tree merge (tests compare the two)."""
     cdef const Tables* vocab = &py_vocab.t
     cdef BpeOptions opt
     cdef BpeScratch sc
@@ -559,8 +542,8 @@ def _merge_for_test(Vocab py_vocab, bytes piece, bint heap, bint char_level=Fals
             raise MemoryError()
         m = symbolize(vocab, &opt, <const uint8_t*><char*>piece, len(piece), sc.ids, &bytewise)
         sp = <const uint8_t*><char*>piece if bytewise else NULL
-        if heap:
-            m = merge_heap(vocab, &sc, m, sp) if m > 0 else 0
+        if tree:
+            m = merge_tree(vocab, &sc, m, sp) if m > 0 else 0
             if m < 0:
                 raise MemoryError()
         elif m > 1:

@@ -37,7 +37,7 @@ def _random_pieces(rnd, n):
     return out
 
 
-def test_linear_and_heap_merges_equal_tiktoken(o200k, o200k_ref):
+def test_linear_and_tree_merges_equal_tiktoken(o200k, o200k_ref):
     rnd = random.Random(SEED)
     vocab = o200k._core.vocab
     for piece in _random_pieces(rnd, 1500):
