@@ -10,7 +10,9 @@ over adjacent pairs (merge_tree), so a 1,000,000-letter run costs O(n log n), no
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memmove, memcpy, memcmp, memset
-from ctok._vocab cimport Vocab, Tables, NO_ID, tables_lookup, tables_pair
+from ctok._vocab cimport (Vocab, Tables, NO_ID, tables_lookup, tables_pair, bit_at, seam_index, SEAM_START_SHORT,
+                         SEAM_START_LONG, SEAM_END_SHORT, SEAM_END_LONG, CP_SEVERAL, CP_NONE, CP_ID_MASK,
+                         CP_SUFFIX_RISK, CP_PREFIX_RISK, SEAM_PRE_START, SEAM_PRE_END)
 
 cdef enum:
     # Pieces with at most this many initial symbols use the linear scan.
@@ -165,6 +167,106 @@ cdef Py_ssize_t symbolize(const Tables* vocab, const BpeOptions* opt, const uint
     # m <= n: every unit of length ulen >= 1 adds at most ulen ids (fallback) or 1 id (token or unk,
     # where a pending unk flushed here stands for an earlier unit that added none).
     return m
+
+
+cdef inline bint seam_ok(const uint8_t* bits, const uint8_t* s, Py_ssize_t n, Py_ssize_t i, Py_ssize_t la,
+                         Py_ssize_t lb) noexcept nogil:
+    # No token joins part of the character s[i - la:i] to what follows, or part of the character
+    # s[i:i + lb] to what precedes (the contexts Vocab._build_char_tables recorded).  0 < la <= i < n.
+    cdef uint32_t x
+    cdef Py_ssize_t k
+    if la > 1 and not bit_at(bits, SEAM_PRE_START + (((<uint32_t>s[i - 1] & 63) << 8) | s[i])):
+        la = 1                                          # no token starts with a suffix here
+    if lb > 1 and not bit_at(bits, SEAM_PRE_END + ((<uint32_t>s[i - 1] << 8) | s[i])):
+        lb = 1                                          # no token ends with a prefix here
+    for k in range(1, la):                              # suffixes of the character before i
+        x = s[i - 1] if k == 1 else (<uint32_t>s[i - 2] << 8) | s[i - 1]
+        if bit_at(bits, seam_index(SEAM_START_SHORT, k, x, s[i])):
+            return False
+        if i + 1 < n and bit_at(bits, seam_index(SEAM_START_LONG, k, x, (<uint32_t>s[i] << 8) | s[i + 1])):
+            return False
+    for k in range(1, lb):                              # prefixes of the character at i
+        x = s[i] if k == 1 else (<uint32_t>s[i] << 8) | s[i + 1]
+        if bit_at(bits, seam_index(SEAM_END_SHORT, k, x, s[i - 1])):
+            return False
+        if i >= 2 and bit_at(bits, seam_index(SEAM_END_LONG, k, x, (<uint32_t>s[i - 2] << 8) | s[i - 1])):
+            return False
+    return True
+
+
+cdef Py_ssize_t symbolize_chars(const Tables* vocab, BpeScratch* sc, const uint8_t* s, Py_ssize_t n,
+                                uint32_t* ids) noexcept nogil:
+    # Whole characters as the first symbols of a byte-level piece, or -1 to take bytes (symbolize).
+    # Exact when: the ranks are monotone (Tables.cp_token is set only then), every character is ASCII or a
+    # BMP character whose lone BPE is one token, and no token can join part of a character to a neighbour
+    # (seam_ok at every boundary).  Proof: a merge involving part of a character and anything outside it
+    # would make a token that seam_ok rules out, so each character's bytes merge among themselves exactly
+    # as in its lone BPE, ending in its token; with monotone ranks a pair involving that token ranks after
+    # every merge that made it, so merging the characters first changes the order of nothing that
+    # interacts.  Pieces with no multi-byte character return -1 (the byte path has the byte-pair table).
+    cdef Py_ssize_t i = 0, m = 0, plen = 0, ln
+    cdef uint32_t cp, b0, tid, prev = 0
+    cdef bint multi = False
+    while i < n:
+        b0 = s[i]
+        if b0 < 0x80:
+            cp = b0
+            ln = 1
+        elif 0xC2 <= b0 < 0xE0 and i + 1 < n and (s[i + 1] & 0xC0) == 0x80:
+            cp = ((b0 & 0x1F) << 6) | (s[i + 1] & 0x3F)
+            ln = 2
+            multi = True
+        elif 0xE0 <= b0 < 0xF0 and i + 2 < n and (s[i + 1] & 0xC0) == 0x80 and (s[i + 2] & 0xC0) == 0x80:
+            cp = ((b0 & 0x0F) << 12) | ((<uint32_t>s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F)
+            if cp < 0x800 or 0xD800 <= cp < 0xE000:
+                return -1                                   # overlong or surrogate: not a character
+            ln = 3
+            multi = True
+        else:
+            return -1
+        tid = vocab.cp_token[cp]                            # cp < 0x10000
+        if (tid & CP_ID_MASK) == CP_NONE:
+            return -1
+        if m > 0 and ((prev & CP_SUFFIX_RISK) or (tid & CP_PREFIX_RISK)) and \
+                not seam_ok(vocab.seam_bits, s, n, i, plen, ln):
+            return -1
+        prev = tid
+        tid &= CP_ID_MASK
+        if tid == CP_SEVERAL:
+            m = lone_char_bpe(vocab, sc, s + i, ln, ids, m)  # adds at most ln <= n - i ids
+        else:
+            ids[m] = tid                                    # m <= i < n: ids has room for n
+            m += 1
+        plen = ln
+        i += ln
+    return m if multi else -1
+
+
+cdef Py_ssize_t lone_char_bpe(const Tables* vocab, BpeScratch* sc, const uint8_t* c, Py_ssize_t ln, uint32_t* ids,
+                              Py_ssize_t m) noexcept nogil:
+    # Append BPE(c) (one character of ln <= 3 bytes, every byte a token) to ids[m:]; the new m.
+    cdef uint32_t sym[3]
+    cdef uint64_t key, best_key
+    cdef Py_ssize_t q, best, k = ln
+    for q in range(ln):
+        sym[q] = vocab.byte_id[c[q]]
+    while k > 1:
+        best = 0
+        best_key = memo_key(vocab, sc, sym[0], sym[1])
+        for q in range(1, k - 1):
+            key = memo_key(vocab, sc, sym[q], sym[q + 1])
+            if key < best_key:
+                best_key = key
+                best = q
+        if best_key == 0xFFFFFFFFFFFFFFFFULL:
+            break
+        sym[best] = <uint32_t>best_key
+        for q in range(best + 1, k - 1):
+            sym[q] = sym[q + 1]
+        k -= 1
+    for q in range(k):
+        ids[m + q] = sym[q]
+    return m + k
 
 
 cdef inline uint64_t pair_key(const Tables* vocab, uint32_t a, uint32_t b) noexcept nogil:
@@ -352,7 +454,12 @@ cdef int merge_only(const Tables* vocab, const BpeOptions* opt, const uint8_t* s
         return BPE_OK
     if scratch_reserve(scratch, n + 1) != BPE_OK or memo_ready(scratch, vocab) != BPE_OK:
         return BPE_NOMEM
-    m = symbolize(vocab, opt, s, n, scratch.ids, &bytewise)
+    m = -1
+    if vocab.cp_token != NULL and not opt.char_level:
+        m = symbolize_chars(vocab, scratch, s, n, scratch.ids)
+        bytewise = False
+    if m < 0:
+        m = symbolize(vocab, opt, s, n, scratch.ids, &bytewise)
     if m > LINEAR_MAX:
         m = merge_tree(vocab, scratch, m, s if bytewise else NULL)
         if m < 0:
@@ -552,3 +659,23 @@ def _merge_for_test(Vocab py_vocab, bytes piece, bint tree, bint char_level=Fals
     finally:
         scratch_free(&sc)
         idvec_free(&out)
+
+
+def _chars_for_test(Vocab py_vocab, bytes piece):
+    """symbolize_chars of one piece: its first symbols, or None when the piece takes the byte path."""
+    cdef const Tables* vocab = &py_vocab.t
+    cdef Py_ssize_t n = len(piece), m, i
+    cdef uint32_t* ids
+    cdef BpeScratch sc
+    if vocab.cp_token == NULL:
+        return None
+    scratch_init(&sc)
+    ids = <uint32_t*>malloc((n + 1) * sizeof(uint32_t))
+    try:
+        if ids == NULL or memo_ready(&sc, vocab) != BPE_OK:
+            raise MemoryError()
+        m = symbolize_chars(vocab, &sc, <const uint8_t*><char*>piece, n, ids)
+        return None if m < 0 else [ids[i] for i in range(m)]
+    finally:
+        free(ids)
+        scratch_free(&sc)

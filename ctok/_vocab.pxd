@@ -44,6 +44,53 @@ cdef struct Tables:
     # The merge of every pair of single-byte tokens, indexed (first byte << 8) | second byte:
     # (rank << 32) | merged id, or all ones.  Every BPE starts with these; a direct table keeps them in cache.
     uint64_t* byte_pairs
+    # Whole characters as first symbols (_bpe.symbolize_chars).  cp_token[code point] (BMP): the one token
+    # BPE makes of that character alone, CP_SEVERAL when it makes more, NO_ID when a byte is no token.
+    # seam_bits: the byte contexts in which some token joins part of a character to its neighbour (see
+    # SEAM_BITS).  Both NULL unless the ranks are monotone (every merge ranks after the merges that made
+    # its two parts).
+    uint32_t* cp_token
+    uint8_t* seam_bits
+
+
+cdef enum:
+    # cp_token entries: the token id in the low 30 bits, or CP_NONE (a byte is no token) or CP_SEVERAL
+    # (the character's lone BPE is two or three tokens); CP_SUFFIX_RISK when some token starts with a
+    # suffix of the character's bytes and goes on, CP_PREFIX_RISK when some token ends with a prefix of
+    # them after other bytes (then seam_bits must be asked).
+    CP_ID_MASK = 0x3FFFFFFF
+    CP_NONE = 0x3FFFFFFF
+    CP_SEVERAL = 0x3FFFFFFE
+    CP_SUFFIX_RISK = 0x40000000
+    CP_PREFIX_RISK = 0x80000000
+
+cdef enum:
+    # Tables.seam_bits: a bit set of SEAM_BITS bits indexed by seam_index(...) of the byte contexts in
+    # which some token joins part of a character to a neighbour (Vocab._build_char_tables).  A hash set
+    # with no second check: a collision only sends a piece to the byte path.
+    SEAM_BITS = 1 << 18
+    # Before asking the hash set, two direct bit sets rule most boundaries out at the cost of one L1 load:
+    # SEAM_PRE_START at (last byte before the boundary & 63) << 8 | first byte after it, set for every
+    # token that starts with a suffix and goes on; SEAM_PRE_END at (byte before) << 8 | (first byte of the
+    # prefix), set for every token that ends with a prefix.  They follow the hash set in seam_bits.
+    SEAM_PRE_START = SEAM_BITS
+    SEAM_PRE_END = SEAM_BITS + 64 * 256
+    SEAM_ALL_BITS = SEAM_BITS + 64 * 256 + 256 * 256
+    SEAM_START_SHORT = 1        # token = suffix (k bytes) + one lead byte
+    SEAM_START_LONG = 2         # token = suffix (k bytes) + two or more bytes: keyed by the first two
+    SEAM_END_SHORT = 3          # token = one byte + prefix (k bytes)
+    SEAM_END_LONG = 4           # token = two or more bytes + prefix: keyed by the last two before it
+
+
+cdef inline uint32_t seam_index(uint32_t tag, uint32_t k, uint32_t part, uint32_t ctx) noexcept nogil:
+    # part: the suffix or prefix bytes (k of them, packed big-endian); ctx: the one or two context bytes.
+    cdef uint64_t key = (<uint64_t>tag << 56) | (<uint64_t>k << 48) | (<uint64_t>part << 24) | ctx
+    key *= 0x9E3779B97F4A7C15ULL
+    return <uint32_t>(key >> (64 - 18))
+
+
+cdef inline bint bit_at(const uint8_t* bits, uint32_t i) noexcept nogil:
+    return (bits[i >> 3] >> (i & 7)) & 1
 
 
 cdef inline uint64_t load_head(const uint8_t* s, Py_ssize_t n) noexcept nogil:
@@ -161,5 +208,6 @@ cdef class Vocab:
     cdef void _derive_pairs(self) except *
     cdef void _load_pairs(self, merges) except *
     cdef void _build_byte_pairs(self) except *
+    cdef void _build_char_tables(self) except *
     cdef void _build_pair_lists(self) except *
     cdef bint _hpair(self, uint32_t left, uint32_t right, uint32_t* rank, uint32_t* new_id) noexcept nogil

@@ -6,7 +6,7 @@ tiktoken merges the adjacent pair whose concatenation has the lowest rank, and f
 split of it into two tokens can ever be that pair (see Vocab._derive_pairs), stored with the token's rank.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
-from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.stdlib cimport malloc, calloc, free, qsort
 from libc.string cimport memcpy, memcmp, memset
 
@@ -94,13 +94,17 @@ cdef class Vocab:
         self._hmask = 0
         self._hcount = 0
         self.t.byte_pairs = NULL
+        self.t.cp_token = NULL
+        self.t.seam_bits = NULL
         self._borrowed = False
         self.t.n_ids = 0
         self.t.n_pairs = 0
         self.t.max_token_len = 0
 
     def __dealloc__(self):
-        free(self.t.byte_pairs)                   # always our own allocation
+        free(self.t.byte_pairs)                   # always our own allocations, these three
+        free(self.t.cp_token)
+        free(self.t.seam_bits)
         free(self._hpairs)
         if self._borrowed:
             return                                # the other tables point into _backing, which owns them
@@ -171,6 +175,126 @@ cdef class Vocab:
             self._load_pairs(merges)
         self._build_pair_lists()
         self._build_byte_pairs()
+        self._build_char_tables()
+
+    cdef void _build_char_tables(self) except *:
+        # See Tables.cp_token.  Cost: one pass over the tokens and a lone BPE of each BMP character.
+        cdef const Tables* t = &self.t
+        cdef Py_ssize_t n = t.n_ids, i, j, ln, k
+        cdef int64_t* made_at = NULL
+        cdef uint8_t* risky = NULL
+        cdef const uint8_t* b
+        cdef uint8_t* bits
+        cdef uint32_t cp, rank, new_id, x
+        cdef uint8_t u[3]
+        cdef uint32_t sym[3]
+        cdef int m, best, q
+        cdef uint32_t best_rank, best_id
+        cdef bint monotone = True
+        free(self.t.cp_token); free(self.t.seam_bits)
+        self.t.cp_token = NULL
+        self.t.seam_bits = NULL
+        made_at = <int64_t*>malloc(n * sizeof(int64_t) + 1)
+        risky = <uint8_t*>calloc(4 * 65536, 1)
+        try:
+            if made_at == NULL or risky == NULL:
+                raise MemoryError()
+            # Monotone ranks: each merge ranks after every merge that can make its left or right token.
+            for i in range(n):
+                made_at[i] = -1
+            for i in range(n):
+                for k in range(t.pair_start[i], t.pair_start[i + 1]):
+                    if <int64_t>t.pair_list[k].rank > made_at[t.pair_list[k].new_id]:
+                        made_at[t.pair_list[k].new_id] = t.pair_list[k].rank
+            for i in range(n):
+                for k in range(t.pair_start[i], t.pair_start[i + 1]):
+                    rank = t.pair_list[k].rank
+                    if <int64_t>rank <= made_at[i] or <int64_t>rank <= made_at[t.pair_list[k].right]:
+                        monotone = False
+            if not monotone or n >= CP_SEVERAL:
+                return
+            self.t.seam_bits = <uint8_t*>calloc(SEAM_ALL_BITS // 8, 1)
+            self.t.cp_token = <uint32_t*>malloc(0x10000 * sizeof(uint32_t))
+            if self.t.seam_bits == NULL or self.t.cp_token == NULL:
+                raise MemoryError()
+            bits = self.t.seam_bits
+            # Tokens that could join part of a character to a neighbour in UTF-8 text.  A character's
+            # last byte is followed by a lead byte, so such a token either starts with a run of 1-2
+            # continuation bytes (a character's suffix) and goes on, or ends with an unfinished sequence
+            # (lead byte and 0-1 continuation bytes: a character's prefix) after other bytes.  Each is
+            # recorded with the one or two bytes that must stand beside that part in the text.  (Longer
+            # runs belong to 4-byte characters, which symbolize_chars never takes.)
+            for i in range(n):
+                if t.kind[i] != 1:
+                    continue
+                b = t.blob + t.offsets[i]
+                ln = t.offsets[i + 1] - t.offsets[i]
+                k = 0
+                while k < ln and (b[k] & 0xC0) == 0x80:
+                    k += 1
+                if 0 < k < ln and k <= 2:
+                    x = b[0] if k == 1 else (<uint32_t>b[0] << 8) | b[1]
+                    risky[(k - 1) * 65536 + x] = 1
+                    _set_bit(bits, SEAM_PRE_START + (((<uint32_t>b[k - 1] & 63) << 8) | b[k]))
+                    if ln - k == 1:
+                        _set_bit(bits, seam_index(SEAM_START_SHORT, k, x, b[k]))
+                    else:
+                        _set_bit(bits, seam_index(SEAM_START_LONG, k, x, (<uint32_t>b[k] << 8) | b[k + 1]))
+                j = ln - 1
+                while j > 0 and (b[j] & 0xC0) == 0x80:
+                    j -= 1
+                if j > 0 and b[j] >= 0xC0 and ln - j < _seq_len(b[j]) and ln - j <= 2:
+                    x = b[j] if ln - j == 1 else (<uint32_t>b[j] << 8) | b[j + 1]
+                    risky[(ln - j + 1) * 65536 + x] = 1
+                    _set_bit(bits, SEAM_PRE_END + ((<uint32_t>b[j - 1] << 8) | b[j]))
+                    if j == 1:
+                        _set_bit(bits, seam_index(SEAM_END_SHORT, ln - j, x, b[0]))
+                    else:
+                        _set_bit(bits, seam_index(SEAM_END_LONG, ln - j, x, (<uint32_t>b[j - 2] << 8) | b[j - 1]))
+            for cp in range(0x10000):
+                self.t.cp_token[cp] = CP_NONE
+                if cp < 0x80:
+                    self.t.cp_token[cp] = t.byte_id[cp] if t.byte_id[cp] != NO_ID else CP_NONE
+                    continue
+                if 0xD800 <= cp < 0xE000:
+                    continue                                  # surrogates are not characters of UTF-8 text
+                if cp < 0x800:
+                    u[0] = 0xC0 | (cp >> 6); u[1] = 0x80 | (cp & 0x3F); m = 2
+                else:
+                    u[0] = 0xE0 | (cp >> 12); u[1] = 0x80 | ((cp >> 6) & 0x3F); u[2] = 0x80 | (cp & 0x3F); m = 3
+                ln = m
+                # The character's lone BPE: one token, or several (symbolize_chars redoes those few merges).
+                for q in range(m):
+                    sym[q] = t.byte_id[u[q]]
+                    if sym[q] == NO_ID:
+                        m = 0                                 # a byte that is no token: bytes path only
+                if m == 0:
+                    continue
+                while m > 1:
+                    best = -1
+                    best_rank = 0xFFFFFFFF
+                    best_id = NO_ID
+                    for q in range(m - 1):
+                        if tables_pair(t, sym[q], sym[q + 1], &rank, &new_id) and rank < best_rank:
+                            best_rank = rank
+                            best_id = new_id
+                            best = q
+                    if best < 0:
+                        break
+                    sym[best] = best_id
+                    for q in range(best + 1, m - 1):
+                        sym[q] = sym[q + 1]
+                    m -= 1
+                x = sym[0] if m == 1 else CP_SEVERAL
+                # risky[0 / 1]: suffixes of 1 / 2 bytes; risky[2 / 3]: prefixes of 1 / 2 bytes (by 65536)
+                if risky[u[ln - 1]] or (ln == 3 and risky[65536 + ((<uint32_t>u[1] << 8) | u[2])]):
+                    x |= CP_SUFFIX_RISK
+                if risky[2 * 65536 + u[0]] or (ln == 3 and risky[3 * 65536 + ((<uint32_t>u[0] << 8) | u[1])]):
+                    x |= CP_PREFIX_RISK
+                self.t.cp_token[cp] = x
+        finally:
+            free(made_at)
+            free(risky)
 
     cdef void _build_byte_pairs(self) except *:
         cdef int a, b
@@ -386,6 +510,18 @@ cdef class Vocab:
             return (rank, new_id)
         return None
 
+    def char_table_stats(self):
+        """None when whole-character symbols are off (ranks not monotone), else (BMP characters that BPE
+        makes one token of, bits set in the seam sets): tests and diagnostics."""
+        cdef Py_ssize_t cp, single = 0, marked = 0, i
+        if self.t.cp_token == NULL:
+            return None
+        for cp in range(0x80, 0x10000):
+            single += (self.t.cp_token[cp] & CP_ID_MASK) != CP_NONE
+        for i in range(SEAM_BITS // 8):
+            marked += bin(self.t.seam_bits[i]).count("1")
+        return single, marked
+
     def is_special(self, Py_ssize_t tid):
         return 0 <= tid < self.t.n_ids and self.t.kind[tid] == 2
 
@@ -480,10 +616,20 @@ cdef class Vocab:
                     (v.t.fallback_id[j] != NO_ID and v.t.fallback_id[j] >= n):
                 raise ValueError("compiled vocabulary: bad byte table")
         v._build_byte_pairs()                    # derived, so rebuilt from the checked tables, not stored
+        v._build_char_tables()
         return v
 
 
 cdef uint64_t COMPILED_VERSION = 3   # 3: merges as per-left-token lists
+
+
+cdef inline void _set_bit(uint8_t* bits, uint32_t i) noexcept nogil:
+    bits[i >> 3] |= <uint8_t>(1 << (i & 7))
+
+
+cdef int _seq_len(uint8_t lead) noexcept nogil:
+    # Bytes of the UTF-8 sequence a lead byte (>= 0xC0) announces.
+    return 2 if lead < 0xE0 else (3 if lead < 0xF0 else 4)
 
 
 cdef bint _pow2(uint64_t x):

@@ -1,0 +1,146 @@
+"""Whole characters as first BPE symbols (ctok._bpe.symbolize_chars) against the references.
+
+The shortcut merges each multi-byte character of a byte-level piece to its own BPE before any merge
+between characters, which is exact only under conditions the vocabulary is checked for (monotone ranks,
+no token joining part of a character to a neighbour in that context).  These tests compare with tiktoken
+(rank files) and HF tokenizers (tokenizer.json) on text built to hit those conditions: characters of
+scripts whose tokens do join partial characters (Cyrillic, Indic, Georgian, Hangul, CJK), random BMP
+characters, and characters next to the byte contexts the vocabulary flags.
+"""
+import random
+
+import pytest
+
+import ctok
+from ctok._bpe import _chars_for_test, _merge_for_test
+from _shared import reference_encoding, vocab_path
+
+SEED = 20261202
+SCRIPTS = [
+    (0x0400, 0x04FF), (0x0900, 0x097F), (0x10A0, 0x10FF), (0xAC00, 0xD7A3), (0x4E00, 0x9FFF),
+    (0x3040, 0x30FF), (0x0600, 0x06FF), (0x0E00, 0x0E7F), (0x00A0, 0x024F), (0x2000, 0x2BFF),
+    (0x0370, 0x03FF), (0x0590, 0x05FF), (0xFF00, 0xFFEF),
+]
+
+
+def _random_text(rnd, n_chars):
+    out = []
+    span = rnd.choice(SCRIPTS)
+    for _ in range(n_chars):
+        r = rnd.random()
+        if r < 0.7:
+            out.append(chr(rnd.randint(*span)))
+        elif r < 0.8:
+            span = rnd.choice(SCRIPTS)
+            out.append(chr(rnd.randint(*span)))
+        elif r < 0.9:
+            cp = rnd.randint(0x80, 0xFFFF)
+            out.append(chr(cp) if not 0xD800 <= cp < 0xE000 else "x")
+        else:
+            out.append(rnd.choice("aZ '1"))
+    return "".join(out)
+
+
+def _pieces(rnd, count):
+    return [_random_text(rnd, rnd.randint(1, 40)).encode("utf-8") for _ in range(count)]
+
+
+@pytest.mark.parametrize("family", ["o200k_base", "cl100k_base"])
+def test_pieces_equal_tiktoken(family):
+    enc = ctok.get_encoding(family)
+    vocab = enc._core.vocab
+    assert vocab.char_table_stats() is not None, "rank files have monotone ranks: the tables must be on"
+    ref = reference_encoding(family).enc
+    rnd = random.Random(SEED)
+    taken = 0
+    for piece in _pieces(rnd, 4000):
+        want = ref._encode_single_piece(piece)
+        got = enc._core.encode_piece(piece)
+        assert got == want, piece
+        taken += _chars_for_test(vocab, piece) is not None
+    # Both paths must have run: a test where the shortcut never applies proves nothing about it.
+    assert 200 < taken < 3900
+
+
+@pytest.mark.parametrize("family", ["o200k_base", "cl100k_base"])
+def test_corpus_sentences_equal_tiktoken(family):
+    # Real text of many scripts, cut into random spans so that every boundary context occurs.
+    from _shared import corpus_names, corpus_text
+    enc = ctok.get_encoding(family)
+    ref = reference_encoding(family).enc
+    rnd = random.Random(SEED + 1)
+    for name in corpus_names():
+        text = corpus_text(name)
+        for _ in range(60):
+            a = rnd.randrange(max(1, len(text) - 200))
+            span = text[a:a + rnd.randint(1, 200)]
+            assert enc.encode_ordinary(span) == ref.encode_ordinary(span), (name, a)
+
+
+@pytest.mark.parametrize("folder", ["qwen3", "deepseek-v3"])
+def test_hf_files_equal_tokenizers(folder):
+    tokenizers = pytest.importorskip("tokenizers")
+    path = vocab_path(folder, "tokenizer.json")
+    enc = ctok.load(str(path))
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    rnd = random.Random(SEED + 2)
+    texts = [_random_text(rnd, rnd.randint(1, 60)) for _ in range(1500)]
+    for t in texts:
+        assert enc.encode_ordinary(t) == ref.encode(t, add_special_tokens=False).ids, t
+
+
+def test_tables_off_when_ranks_are_not_monotone():
+    # "ab" merges at rank 0 from tokens made later ("a" + "b" are bytes, fine), but "abc" = "ab" + "c" at a
+    # rank below that of "ab" breaks the order the proof needs: the tables must stay off, results exact.
+    from ctok._vocab import Vocab
+    tokens = [bytes([i]) for i in range(256)]
+    ab, abc = len(tokens), len(tokens) + 1
+    tokens += [b"ab", b"abc"]
+    merges = [(ab, ord("c"), abc), (ord("a"), ord("b"), ab)]          # (left, right, merged) in rank order
+    v = Vocab(tokens, merges)
+    assert v.char_table_stats() is None
+    # The merge rule spelled out (lowest rank first, leftmost on ties): a, b -> ab (the only pair), then
+    # ab, c -> abc.
+    assert _merge_for_test(v, b"abc", False, whole_piece_first=False) == [abc]
+    assert _merge_for_test(v, b"abcab", True, whole_piece_first=False) == [abc, ab]
+
+
+def _chars_ending_with(suffix):
+    # Valid BMP characters whose UTF-8 ends with `suffix` (1-2 continuation bytes).
+    out = []
+    for lead in range(0xE1, 0xF0):
+        for mid in range(0x80, 0xC0, 7):
+            b = bytes([lead, mid]) + suffix if len(suffix) == 1 else bytes([lead]) + suffix
+            try:
+                out.append(b.decode("utf-8"))
+            except UnicodeDecodeError:
+                pass
+            if len(suffix) == 2:
+                break
+    return out
+
+
+@pytest.mark.parametrize("family", ["o200k_base", "cl100k_base"])
+def test_flagged_contexts_equal_tiktoken(family):
+    # Text made around every token that joins part of a character to its neighbour: the shortcut must see
+    # these contexts and take the byte path (or be exact anyway).
+    enc = ctok.get_encoding(family)
+    vocab = enc._core.vocab
+    ref = reference_encoding(family).enc
+    rnd = random.Random(SEED + 3)
+    checked = 0
+    for tid in range(vocab.size):
+        b = vocab.token_bytes(tid)
+        if b is None or len(b) < 2:
+            continue
+        k = 0
+        while k < len(b) and 0x80 <= b[k] < 0xC0:
+            k += 1
+        if not 0 < k < len(b) or k > 2:
+            continue
+        rest = b[k:].decode("utf-8", "ignore")
+        for c in _chars_ending_with(b[:k])[:3]:
+            text = rnd.choice(["", "日本", "мир"]) + c + rest + rnd.choice(["", "語", "x"])
+            assert enc.encode_ordinary(text) == ref.encode_ordinary(text), text
+            checked += 1
+    assert checked > 50
