@@ -144,6 +144,10 @@ cdef int encode_piece_hashed(const EncoderState* st, const uint8_t* p, Py_ssize_
         tid = lookup_hashed(st.tables, p, n, head, h)
         if tid != NO_ID:
             return idvec_push(out, tid)
+    elif st.tables.self_merges != NULL and not st.opt.char_level:
+        tid = lookup_hashed(st.tables, p, n, head, h)
+        if tid != NO_ID and st.tables.self_merges[tid]:
+            return idvec_push(out, tid)                  # merging its bytes would rebuild it
     if st.cache.entries == NULL or n < 2 or n > CACHE_MAX_PIECE:
         return bpe_merge_piece(st.tables, &st.opt, p, n, out, sc)
     h |= 1                                                # never 0, the empty-entry mark
@@ -234,6 +238,8 @@ cdef class CoreEncoder:
         if ignore_merges is None:
             ignore_merges = merges is None
         self.state.opt.whole_piece_first = bool(ignore_merges)
+        if not ignore_merges and not char_level:
+            self.vocab.build_self_merges()            # pieces equal to such tokens skip the merge
         self.state.tables = &self.vocab.t
         self.state.pretok_kind = pretok_kind
         self.state.c_api_ok = True

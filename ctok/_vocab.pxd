@@ -51,6 +51,10 @@ cdef struct Tables:
     # its two parts).
     uint32_t* cp_token
     uint8_t* seam_bits
+    # self_merges[id] = 1 when BPE of the token's bytes alone, from single bytes, is that token: a piece
+    # equal to such a token needs no merging even where the whole-piece shortcut is not the file's rule
+    # (HF files without ignore_merges).  NULL unless built (Vocab.build_self_merges).
+    uint8_t* self_merges
 
 
 cdef enum:

@@ -96,6 +96,7 @@ cdef class Vocab:
         self.t.byte_pairs = NULL
         self.t.cp_token = NULL
         self.t.seam_bits = NULL
+        self.t.self_merges = NULL
         self._borrowed = False
         self.t.n_ids = 0
         self.t.n_pairs = 0
@@ -105,6 +106,7 @@ cdef class Vocab:
         free(self.t.byte_pairs)                   # always our own allocations, these three
         free(self.t.cp_token)
         free(self.t.seam_bits)
+        free(self.t.self_merges)
         free(self._hpairs)
         if self._borrowed:
             return                                # the other tables point into _backing, which owns them
@@ -509,6 +511,58 @@ cdef class Vocab:
         if tables_pair(&self.t, <uint32_t>left, <uint32_t>right, &rank, &new_id):
             return (rank, new_id)
         return None
+
+    def build_self_merges(self):
+        """Fill Tables.self_merges (byte-level vocabularies only: every single byte must be a token).
+        Returns the number of tokens whose lone BPE is themselves, or None when not applicable."""
+        cdef Py_ssize_t n = self.t.n_ids, i, ln, count = 0, cap = 0, q, best, m
+        cdef uint32_t* sym = NULL
+        cdef uint8_t* marks = NULL
+        cdef uint32_t rank, new_id, best_rank, best_id
+        cdef const uint8_t* b
+        for i in range(256):
+            if self.t.byte_id[i] == NO_ID:
+                return None
+        if self.t.self_merges != NULL:
+            return sum(self.t.self_merges[i] for i in range(n))
+        for i in range(n):
+            if self.t.kind[i] == 1 and <Py_ssize_t>(self.t.offsets[i + 1] - self.t.offsets[i]) > cap:
+                cap = self.t.offsets[i + 1] - self.t.offsets[i]
+        sym = <uint32_t*>malloc((cap + 1) * sizeof(uint32_t))
+        marks = <uint8_t*>calloc(n + 1, 1)
+        if sym == NULL or marks == NULL:
+            free(sym); free(marks)
+            raise MemoryError()
+        with nogil:
+            for i in range(n):
+                if self.t.kind[i] != 1:
+                    continue
+                b = self.t.blob + self.t.offsets[i]
+                ln = self.t.offsets[i + 1] - self.t.offsets[i]
+                for q in range(ln):
+                    sym[q] = self.t.byte_id[b[q]]
+                m = ln
+                while m > 1:
+                    best = -1
+                    best_rank = 0xFFFFFFFF
+                    best_id = NO_ID
+                    for q in range(m - 1):
+                        if tables_pair(&self.t, sym[q], sym[q + 1], &rank, &new_id) and rank < best_rank:
+                            best_rank = rank
+                            best_id = new_id
+                            best = q
+                    if best < 0:
+                        break
+                    sym[best] = best_id
+                    for q in range(best + 1, m - 1):
+                        sym[q] = sym[q + 1]
+                    m -= 1
+                if m == 1 and sym[0] == <uint32_t>i:
+                    marks[i] = 1
+                    count += 1
+        free(sym)
+        self.t.self_merges = marks
+        return count
 
     def char_table_stats(self):
         """None when whole-character symbols are off (ranks not monotone), else (BMP characters that BPE
