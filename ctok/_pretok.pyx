@@ -372,7 +372,18 @@ cdef inline Py_ssize_t ds_run(const unsigned char* s, Py_ssize_t n, Py_ssize_t i
 cdef Py_ssize_t ds_match(const unsigned char* s, Py_ssize_t n, Py_ssize_t p, uint16_t grp) noexcept nogil:
     """End of the step-3 match anchored at p (an in-group character), or -1."""
     cdef uint16_t f = 0, f2 = 0
-    cdef Py_ssize_t k, k2, q = p
+    cdef Py_ssize_t k, k2, q = p, e
+    cdef unsigned char c
+    # ASCII fast path for the word alternatives: two ASCII characters at p decide which one matches, and
+    # ASCII letters run 16 at a time; a run reaching a non-ASCII byte goes on with the general loop.
+    c = s[p]  # p < n: the character at p is in the group
+    if c < 0x80 and p + 1 < n and s[p + 1] < 0x80 and is_alpha(s[p + 1]):
+        f = ctok_ascii_flags[c]  # c < 128
+        if f & CT_APUNCT:
+            return ctok_alpha_end(s, n, p + 2)  # [!"#...~][A-Za-z]+: ASCII letters only
+        if is_alpha(c) or not (f & (CT_CRLF | CT_L | CT_P | CT_S)):
+            e = ctok_alpha_end(s, n, p + 2)
+            return ds_run(s, n, e, grp, CT_L | CT_M) if e < n and s[e] >= 0x80 else e  # e < n checked first
     k = ds_char(s, n, p, grp, &f)
     k2 = ds_char(s, n, p + k, grp, &f2)
     if (f & CT_APUNCT) and k2 and (f2 & CT_AALPHA):
