@@ -33,6 +33,7 @@ cdef struct BpeOptions:
 cdef enum:
     BPE_OK = 0
     BPE_NOMEM = -1
+    BPE_NOT_CHARS = 1       # internal to _bpe: the piece cannot start from whole characters
 
 cdef int idvec_reserve(IdVec* v, Py_ssize_t extra) noexcept nogil
 

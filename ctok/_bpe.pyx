@@ -446,8 +446,9 @@ cdef Py_ssize_t merge_tree(const Tables* vocab, BpeScratch* sc, Py_ssize_t m, co
 
 
 cdef int merge_only(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
-                    IdVec* out, BpeScratch* scratch) noexcept nogil:
-    # Plain BPE of s[0:n] (no whole-piece shortcut), appended to out.
+                    IdVec* out, BpeScratch* scratch, bint chars_only=False) noexcept nogil:
+    # Plain BPE of s[0:n] (no whole-piece shortcut), appended to out.  chars_only: only if the piece can
+    # start from whole characters (symbolize_chars), else return BPE_NOT_CHARS having done nothing.
     cdef Py_ssize_t m, i
     cdef bint bytewise
     if n <= 0:
@@ -459,6 +460,8 @@ cdef int merge_only(const Tables* vocab, const BpeOptions* opt, const uint8_t* s
         m = symbolize_chars(vocab, scratch, s, n, scratch.ids)
         bytewise = False
     if m < 0:
+        if chars_only:
+            return BPE_NOT_CHARS
         m = symbolize(vocab, opt, s, n, scratch.ids, &bytewise)
     if m > LINEAR_MAX:
         m = merge_tree(vocab, scratch, m, s if bytewise else NULL)
@@ -614,6 +617,7 @@ cdef int bpe_encode_piece(const Tables* vocab, const BpeOptions* opt, const uint
 cdef int bpe_merge_piece(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
                          IdVec* out, BpeScratch* scratch) noexcept nogil:
     cdef Py_ssize_t i
+    cdef int rc
     if n <= 0:
         return BPE_OK
     if n > LONG_PIECE and not opt.char_level:
@@ -621,6 +625,11 @@ cdef int bpe_merge_piece(const Tables* vocab, const BpeOptions* opt, const uint8
             if vocab.byte_id[s[i]] == NO_ID:
                 break
         else:
+            # Whole characters make long CJK runs short enough for the tree; other runs (ASCII letters,
+            # scripts whose tokens join partial characters) go chunk by chunk.
+            rc = merge_only(vocab, opt, s, n, out, scratch, True)
+            if rc != BPE_NOT_CHARS:
+                return rc
             return merge_chunked(vocab, opt, s, n, out, scratch)
     return merge_only(vocab, opt, s, n, out, scratch)
 
