@@ -40,6 +40,22 @@ static inline Py_ssize_t ctok_class_end(const unsigned char* s, Py_ssize_t n, Py
 }
 #endif
 
+/* First index >= i whose byte is not `byte` (or n): runs of spaces (indentation) 16 at a time. */
+static inline Py_ssize_t ctok_byte_run_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, unsigned char byte) {
+#if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__))
+    const __m128i v = _mm_set1_epi8((char)byte);
+    while (i + 16 <= n) {
+        unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(s + i)), v));
+        if (m != 0xFFFFu)
+            return i + __builtin_ctz(~m);
+        i += 16;
+    }
+#endif
+    while (i < n && s[i] == byte)
+        i++;
+    return i;
+}
+
 static inline Py_ssize_t ctok_lower_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t i) {
     return ctok_class_end(s, n, i, 0);
 }

@@ -64,6 +64,7 @@ cdef inline bint is_lower(unsigned char c) noexcept nogil:
 cdef extern from "_ascii_runs.h" nogil:
     Py_ssize_t ctok_lower_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t i)
     Py_ssize_t ctok_alpha_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t i)
+    Py_ssize_t ctok_byte_run_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, unsigned char byte)
 
 
 cdef inline Py_ssize_t letter_run(const unsigned char* s, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
@@ -127,6 +128,11 @@ cdef inline Py_ssize_t ws_tail(const unsigned char* s, Py_ssize_t n, Py_ssize_t 
     cdef Py_ssize_t lastnl = -1     # index of the last \r or \n in the run
     cdef bint at_end = True
     while i < n:
+        if s[i] == 32:  # i < n; a run of spaces (indentation) at once, the last one starting at k - 1
+            k = ctok_byte_run_end(s, n, i + 1, 32)
+            last = k - 1
+            i = k
+            continue
         if s[i] < 0x80:  # i < n
             f = ctok_ascii_flags[s[i]]  # s[i] < 128
             k = 1
