@@ -14,6 +14,10 @@ import struct
 
 
 
+# Ids stay below the values reserved for marks (NO_ID, CP_SEVERAL, CP_NONE with flag bits): 2**30 - 2.
+MAX_IDS = 0x3FFFFFFE
+
+
 cdef uint64_t table_size(Py_ssize_t n):
     cdef uint64_t size = 16
     while size < <uint64_t>(2 * n + 1):
@@ -40,37 +44,117 @@ cdef int _cmp_right(const void* a, const void* b) noexcept nogil:
     return -1 if x < y else (1 if x > y else 0)
 
 
-cdef bint _lone_bpe_last_pair(const PairEntry* tab, uint64_t mask, const Tables* t, const uint8_t* s,
-                              Py_ssize_t n, uint32_t* sym, uint32_t* left, uint32_t* right) noexcept nogil:
-    # BPE of s[0:n] alone with the pairs in t so far (lowest rank first, leftmost on ties, as tiktoken);
-    # True with the two final symbols when it stops at exactly two.  `sym` has room for n ids.  Tokens are
-    # short, so the quadratic scan costs less than any bookkeeping would.
-    cdef Py_ssize_t m = n, i, best
+cdef inline bint _pair(const Tables* t, const PairEntry* tab, uint64_t mask, uint32_t left, uint32_t right,
+                       uint32_t* rank, uint32_t* new_id) noexcept nogil:
+    # The merge of (left, right) from the build-time hash table when tab is given, else from the lists.
+    if tab != NULL:
+        return hpair_lookup(tab, mask, left, right, rank, new_id)
+    return tables_pair(t, left, right, rank, new_id)
+
+
+cdef Py_ssize_t _lone_bpe(const Tables* t, const PairEntry* tab, uint64_t mask, const uint8_t* s, Py_ssize_t n,
+                          uint32_t* sym) noexcept nogil:
+    # BPE of s[0:n] alone, from single bytes, lowest rank first and leftmost on ties (tiktoken's and HF's
+    # order); the survivors in sym[0:m] (room for n), m returned.  -1 when a byte is no token, -2 when out
+    # of memory.  Short tokens use a quadratic scan (less bookkeeping); long ones a min-tree over the pair
+    # positions, so a file with a megabyte-long token still loads in linear-logarithmic time.
+    cdef Py_ssize_t m = n, i, best, size, p, j, r, q
     cdef uint32_t rank, new_id, best_rank, best_id
+    cdef int32_t* nxt
+    cdef int32_t* prv
+    cdef uint32_t* made
+    cdef uint64_t* tree
+    cdef uint64_t key, x, y
     for i in range(n):
         sym[i] = t.byte_id[s[i]]
         if sym[i] == NO_ID:
-            return False                          # a byte that is no token: BPE cannot start here
-    while m > 2:
-        best = -1
-        best_rank = 0xFFFFFFFF
-        best_id = NO_ID
-        for i in range(m - 1):
-            if hpair_lookup(tab, mask, sym[i], sym[i + 1], &rank, &new_id) and rank < best_rank:
-                best_rank = rank
-                best_id = new_id
-                best = i
-        if best < 0:
-            return False
-        sym[best] = best_id
-        for i in range(best + 1, m - 1):
-            sym[i] = sym[i + 1]
-        m -= 1
+            return -1
+    if n <= 64:
+        while m > 1:
+            best = -1
+            best_rank = 0xFFFFFFFF
+            best_id = NO_ID
+            for i in range(m - 1):
+                if _pair(t, tab, mask, sym[i], sym[i + 1], &rank, &new_id) and rank < best_rank:
+                    best_rank = rank
+                    best_id = new_id
+                    best = i
+            if best < 0:
+                break
+            sym[best] = best_id
+            for i in range(best + 1, m - 1):
+                sym[i] = sym[i + 1]
+            m -= 1
+        return m
+    size = 1
+    while size < n:
+        size <<= 1
+    nxt = <int32_t*>malloc(n * sizeof(int32_t))
+    prv = <int32_t*>malloc(n * sizeof(int32_t))
+    made = <uint32_t*>malloc(n * sizeof(uint32_t))
+    tree = <uint64_t*>malloc(2 * size * sizeof(uint64_t))
+    if nxt == NULL or prv == NULL or made == NULL or tree == NULL:
+        free(nxt); free(prv); free(made); free(tree)
+        return -2
+    # Leaf i: the pair whose left symbol is i, keyed (rank << 32) | i; the root is the next merge.
+    for i in range(n):
+        nxt[i] = <int32_t>(i + 1) if i + 1 < n else -1
+        prv[i] = <int32_t>(i - 1)
+    for i in range(size):
+        tree[size + i] = 0xFFFFFFFFFFFFFFFFULL
+    for i in range(n - 1):
+        if _pair(t, tab, mask, sym[i], sym[i + 1], &rank, &new_id):
+            tree[size + i] = (<uint64_t>rank << 32) | <uint64_t>i
+            made[i] = new_id
+    for i in range(size - 1, 0, -1):
+        x = tree[2 * i]; y = tree[2 * i + 1]
+        tree[i] = x if x < y else y
+    while tree[1] != 0xFFFFFFFFFFFFFFFFULL:
+        i = <Py_ssize_t>(tree[1] & 0xFFFFFFFFULL)
+        j = nxt[i]
+        sym[i] = made[i]
+        r = nxt[j]
+        nxt[i] = <int32_t>r
+        if r >= 0:
+            prv[r] = <int32_t>i
+        # Leaves j (gone), i (new right neighbour) and prv[i] (new left neighbour) change.
+        for q in range(3):
+            p = j if q == 0 else (i if q == 1 else prv[i])
+            if p < 0:
+                continue
+            key = 0xFFFFFFFFFFFFFFFFULL
+            if q != 0 and nxt[p] >= 0 and _pair(t, tab, mask, sym[p], sym[nxt[p]], &rank, &new_id):
+                key = (<uint64_t>rank << 32) | <uint64_t>p
+                made[p] = new_id
+            p += size
+            tree[p] = key
+            p >>= 1
+            while p >= 1:
+                x = tree[2 * p]; y = tree[2 * p + 1]
+                tree[p] = x if x < y else y
+                p >>= 1
+    m = 0
+    i = 0
+    while i >= 0:
+        sym[m] = sym[i]
+        m += 1
+        i = nxt[i]
+    free(nxt); free(prv); free(made); free(tree)
+    return m
+
+
+cdef int _lone_bpe_last_pair(const PairEntry* tab, uint64_t mask, const Tables* t, const uint8_t* s,
+                             Py_ssize_t n, uint32_t* sym, uint32_t* left, uint32_t* right) noexcept nogil:
+    # 1 with the two final symbols when BPE of s[0:n] alone, with the pairs in the build table so far,
+    # stops at exactly two; 0 when not; -2 when out of memory.
+    cdef Py_ssize_t m = _lone_bpe(t, tab, mask, s, n, sym)
+    if m == -2:
+        return -2
     if m != 2:
-        return False
+        return 0
     left[0] = sym[0]
     right[0] = sym[1]
-    return True
+    return 1
 
 
 cdef class Vocab:
@@ -123,10 +207,12 @@ cdef class Vocab:
         cdef Py_ssize_t n_ids = len(token_bytes)
         cdef Py_ssize_t i, total = 0, n_ord = 0
         cdef object b
+        if n_ids >= MAX_IDS:
+            raise ValueError(f"{n_ids} token ids: at most {MAX_IDS - 1} are supported")
         if special_bytes:
             for k in special_bytes:
-                if k < 0:
-                    raise ValueError(f"negative special token id {k}")
+                if not isinstance(k, int) or k < 0 or k >= MAX_IDS:
+                    raise ValueError(f"special token id {k!r} is out of range (0 to {MAX_IDS - 2})")
                 if k >= n_ids:
                     n_ids = k + 1
         self.t.n_ids = n_ids
@@ -424,6 +510,7 @@ cdef class Vocab:
         cdef Py_ssize_t* starts = NULL
         cdef uint32_t* sym = NULL
         cdef uint32_t a, b
+        cdef int rc
         cdef Py_ssize_t n_ord = 0
         for i in range(self.t.n_ids):
             if self.t.kind[i] == 1:
@@ -456,7 +543,10 @@ cdef class Vocab:
                 n = self.t.offsets[i + 1] - self.t.offsets[i]
                 if n < 2 or tables_lookup(&self.t, s, n) != <uint32_t>i:
                     continue                          # a single byte, or a duplicate of a lower id
-                if _lone_bpe_last_pair(self._hpairs, self._hmask, &self.t, s, n, sym, &a, &b):
+                rc = _lone_bpe_last_pair(self._hpairs, self._hmask, &self.t, s, n, sym, &a, &b)
+                if rc == -2:
+                    raise MemoryError()
+                if rc == 1:
                     self._put_pair(a, b, <uint32_t>i, <uint32_t>i)
         finally:
             free(starts)
@@ -515,7 +605,7 @@ cdef class Vocab:
     def build_self_merges(self):
         """Fill Tables.self_merges (byte-level vocabularies only: every single byte must be a token).
         Returns the number of tokens whose lone BPE is themselves, or None when not applicable."""
-        cdef Py_ssize_t n = self.t.n_ids, i, ln, count = 0, cap = 0, q, best, m
+        cdef Py_ssize_t n = self.t.n_ids, i, ln, count = 0, cap = 0, m = 0
         cdef uint32_t* sym = NULL
         cdef uint8_t* marks = NULL
         cdef uint32_t rank, new_id, best_rank, best_id
@@ -539,27 +629,15 @@ cdef class Vocab:
                     continue
                 b = self.t.blob + self.t.offsets[i]
                 ln = self.t.offsets[i + 1] - self.t.offsets[i]
-                for q in range(ln):
-                    sym[q] = self.t.byte_id[b[q]]
-                m = ln
-                while m > 1:
-                    best = -1
-                    best_rank = 0xFFFFFFFF
-                    best_id = NO_ID
-                    for q in range(m - 1):
-                        if tables_pair(&self.t, sym[q], sym[q + 1], &rank, &new_id) and rank < best_rank:
-                            best_rank = rank
-                            best_id = new_id
-                            best = q
-                    if best < 0:
-                        break
-                    sym[best] = best_id
-                    for q in range(best + 1, m - 1):
-                        sym[q] = sym[q + 1]
-                    m -= 1
+                m = _lone_bpe(&self.t, NULL, 0, b, ln, sym)
+                if m == -2:
+                    break
                 if m == 1 and sym[0] == <uint32_t>i:
                     marks[i] = 1
                     count += 1
+        if m == -2:
+            free(sym); free(marks)
+            raise MemoryError()
         free(sym)
         self.t.self_merges = marks
         return count

@@ -806,6 +806,8 @@ def _wordpiece_cleanup(s):
 
 def _decode_step(step, tokens: List[str]) -> List[str]:
     kind, arg = step
+    if kind == "identity":
+        return tokens
     if kind == "bytelevel":
         parts = []
         for t in tokens:
@@ -915,15 +917,55 @@ def _trie_regex(strings):
             return alts[0]
         return "(?:" + "|".join(alts) + ("|" if terminal else "") + ")"
 
-    return re.compile(emit(trie), re.DOTALL)
+    try:
+        return re.compile(emit(trie), re.DOTALL)
+    except (RecursionError, re.error, OverflowError):
+        # A trie deeper than the recursion limit (a token of thousands of characters): the plain alternation,
+        # longest first, finds the same leftmost-longest matches.
+        return re.compile("|".join(re.escape(s) for s in sorted(strings, key=lambda s: (-len(s), s))), re.DOTALL)
 
 
 class _Matcher:
+    """Leftmost-longest, non-overlapping occurrences of the added tokens' strings (HF's AhoCorasick with
+    LeftmostLongest).  Short strings go through one trie regex; strings longer than LONG_LITERAL characters
+    are found with str.find, whose cost is linear: the regex engine would compare a long string at every
+    position where its prefix occurs, which is quadratic on text made of that prefix."""
+
+    LONG_LITERAL = 256
+
     def __init__(self, pairs):
         self.ids = {}
         for s, tid in pairs:
             self.ids[s] = tid
-        self.re = _trie_regex(list(self.ids))
+        short = [s for s in self.ids if len(s) <= self.LONG_LITERAL]
+        self.long = sorted((s for s in self.ids if len(s) > self.LONG_LITERAL), key=lambda s: (-len(s), s))
+        self.re = _trie_regex(short) if short else None
+
+    def finditer(self, text):
+        """(start, end, matched string) in order."""
+        if not self.long:
+            if self.re is not None:
+                for m in self.re.finditer(text):
+                    yield m.start(), m.end(), m.group()
+            return
+        nxt = {}                                  # long string -> its next occurrence at or after pos, or -1
+        pos, n = 0, len(text)
+        while pos <= n:
+            m = self.re.search(text, pos) if self.re is not None else None
+            best = (m.start(), -(m.end() - m.start()), m.group()) if m else None
+            for lit in self.long:
+                at = nxt.get(lit, -2)
+                if at != -1 and at < pos:
+                    at = text.find(lit, pos)
+                    nxt[lit] = at
+                if at >= 0 and (best is None or (at, -len(lit)) < best[:2]):
+                    best = (at, -len(lit), lit)
+            if best is None:
+                return
+            start, neg_len, lit = best
+            end = start - neg_len
+            yield start, end, lit
+            pos = end if end > start else end + 1
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -1007,9 +1049,8 @@ class HFPipeline:
         added_r = self._added_r
         special = self._special_set
         n = len(s)
-        for m in matcher.re.finditer(s):
-            start, stop = m.span()
-            tid = matcher.ids[m.group()]
+        for start, stop, matched in matcher.finditer(s):
+            tid = matcher.ids[matched]
             tok = added_r[tid]
             if skip_special and tok.content in special:
                 continue
@@ -1133,6 +1174,24 @@ class HFPipeline:
                 self._encode_segment(seg[0], seg[1], out)
         if add_special_tokens:
             out = self.post_process(out)
+        return out
+
+    def encode_without_added_tokens(self, text: str) -> List[int]:
+        """Normalizer, pre-tokenizer and model only: no added token is matched, special or not (what
+        transformers' `_encode_without_added_tokens` runs on user text in `sanitize_control_tokens` mode)."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be str, not {type(text).__name__}")
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise ValueError(f"text holds a lone surrogate {text[e.start]!r} at index {e.start}") from None
+        if self._norm_ops:
+            text, _ = _apply_normalizer(self._norm_ops, text)
+        out: List[int] = []
+        if text:
+            # The whole normalized string is one pre-tokenizer input, so it counts as the first split.
+            self._encode_segment(text, True, out)
         return out
 
     def post_process(self, ids: List[int]) -> List[int]:
@@ -1518,6 +1577,9 @@ def load_tokenizer_json(path, config=None, *, core_factory=None):
     post = _parse_post(ctx, d.get("post_processor"), "post_processor")
     dec_steps: list = []
     _parse_decoder(ctx, d.get("decoder"), "decoder", dec_steps)
+    if d.get("decoder") is not None and not dec_steps:
+        # An empty Sequence decoder still joins the tokens with "" (no decoder at all joins them with " ").
+        dec_steps.append(("identity", None))
 
     # Steps after ByteLevel see byte-level strings; only pure splitters may follow it.
     bl_index = next((i for i, s in enumerate(pretok_steps) if s[0] == "bytelevel"), None)
@@ -1536,6 +1598,13 @@ def load_tokenizer_json(path, config=None, *, core_factory=None):
     vocab_r: Dict[int, str] = {}
     for s, i in vocab.items():
         vocab_r[i] = s  # a duplicated id keeps one string, as HF's reverse map does
+    if len(vocab_r) != len(vocab):
+        # HF still encodes every string of a shared id to it; one id -> one byte string here cannot.
+        first: Dict[int, str] = {}
+        for s, i in vocab.items():
+            if i in first:
+                raise ctx.unsupported(f"model.vocab: id {i} is used by two tokens, {first[i]!r} and {s!r}")
+            first[i] = s
     size = (max(vocab_r) + 1) if vocab_r else 0
     token_bytes: List[Optional[bytes]] = [None] * size
     for i, s in vocab_r.items():
