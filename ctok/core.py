@@ -15,6 +15,7 @@ from typing import AbstractSet, Collection, Iterable, List, Literal, Optional, S
 
 from ._encoder import CoreEncoder
 from .errors import DisallowedSpecialError, UnknownTokenError
+from .long_input import MAX_RUN_CHARS, split_long_input
 from .vocab import VocabSpec
 
 AllowedSpecial = Union[Literal["all"], AbstractSet[str]]
@@ -45,7 +46,10 @@ class Encoding:
 
     def __init__(self, spec: VocabSpec, *, hf_pipeline=None, reload_args=None, vocab=None):
         self.name = spec.name
+        self.source = spec.source
         self._spec_extra = spec.extra
+        self.long_input_split = False
+        self._chat = None
         self._reload_args = reload_args
         self._hf = hf_pipeline
         self.special_tokens = dict(hf_pipeline.special_tokens if hf_pipeline else spec.special_tokens)
@@ -88,8 +92,39 @@ class Encoding:
         self._prefix_cache = PrefixCache(max_bytes) if max_bytes > 0 else None
         # Hot paths straight into the compiled encoder (str in, list out), through the cache if on.
         self._plain = self._core.encode_str if self._prefix_cache is None else self._prefix_cache.bind(self._core)
-        self.encode_ordinary = self._plain
-        self.encode = FastEncode(self._core, self._encode_full, self.special_tokens, self._plain)
+        if self.long_input_split:
+            # The class methods cut long inputs first; the compiled shortcuts below would skip that.
+            self.__dict__.pop("encode_ordinary", None)
+            self.__dict__.pop("encode", None)
+        else:
+            self.encode_ordinary = self._plain
+            self.encode = FastEncode(self._core, self._encode_full, self.special_tokens, self._plain)
+
+    def _with_options(self, *, long_input_split: bool, reload_args=None) -> "Encoding":
+        """A copy sharing this encoding's tables, with other encode options (see `ctok.load`)."""
+        other = object.__new__(Encoding)
+        other.__dict__.update(self.__dict__)
+        other.__dict__.pop("encode_ordinary", None)
+        other.__dict__.pop("encode", None)
+        other.long_input_split = bool(long_input_split)
+        other._reload_args = reload_args
+        other._special_re_cache = {}
+        if other._native_plain():
+            other._plain = other._core.encode_str if other._prefix_cache is None else other._prefix_cache.bind(other._core)
+            if not other.long_input_split:
+                from ._encoder import FastEncode
+                other.encode_ordinary = other._plain
+                other.encode = FastEncode(other._core, other._encode_full, other.special_tokens, other._plain)
+        return other
+
+    def _cut(self, text: str):
+        """The pieces to encode separately: `text` itself unless long_input_split is on and cuts it."""
+        if self.long_input_split and len(text) > MAX_RUN_CHARS:
+            return split_long_input(text)
+        return (text,)
+
+    def _needs_cut(self, texts) -> bool:
+        return self.long_input_split and any(len(t) > MAX_RUN_CHARS for t in texts)
 
     def prefix_cache_stats(self) -> Optional[dict]:
         """The prefix cache's counters (hits, misses, reused_bytes, evictions, entries, bytes_used, ...),
@@ -98,7 +133,8 @@ class Encoding:
 
     # ---- introspection ----
     def __repr__(self):
-        return f"<ctok.Encoding {self.name!r} n_vocab={self.n_vocab} pretokenizer={self.pretokenizer!r}>"
+        opts = " long_input_split=True" if self.long_input_split else ""
+        return f"<ctok.Encoding {self.name!r} n_vocab={self.n_vocab} pretokenizer={self.pretokenizer!r}{opts}>"
 
     @property
     def eot_token(self) -> Optional[int]:
@@ -173,10 +209,29 @@ class Encoding:
             out += self._encode_plain(text[start:])
         return out
 
+    def _encode_plain_cut(self, text: str) -> List[int]:
+        pieces = self._cut(text)
+        if len(pieces) == 1:
+            return self._encode_plain(text)
+        out: List[int] = []
+        for p in pieces:
+            out += self._encode_plain(p)
+        return out
+
+    def _encode_no_added(self, text: str) -> List[int]:
+        """`text` as plain text: no special token and, for tokenizer.json files, no added token at all (HF's
+        non-special added tokens such as Qwen's `<tool_call>` included)."""
+        if self._hf is None:
+            return self._encode_plain_cut(text)
+        out: List[int] = []
+        for p in self._cut(text):
+            out += self._hf.encode_without_added_tokens(p)
+        return out
+
     def encode_ordinary(self, text: str) -> List[int]:
         """Token ids of `text`, special tokens' text encoded as ordinary text."""
         _check_text(text)
-        return self._encode_plain(text)
+        return self._encode_plain_cut(text)
 
     def encode(self, text: str, *, allowed_special: AllowedSpecial = frozenset(),
                disallowed_special: DisallowedSpecial = "all", add_special_tokens: bool = False) -> List[int]:
@@ -184,8 +239,19 @@ class Encoding:
 
         add_special_tokens=True applies the tokenizer.json post-processor (e.g. a BOS token).
         """
-        return self._encode_full(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
-                                 add_special_tokens=add_special_tokens)
+        pieces = self._cut(text) if isinstance(text, str) else (text,)
+        if len(pieces) == 1:
+            return self._encode_full(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
+                                     add_special_tokens=add_special_tokens)
+        # As the Llama 3 / Kimi wrappers do: each piece is encoded (and checked for special-token text) on its
+        # own, and the sequence's BOS/EOS template is applied once, around the whole.
+        out: List[int] = []
+        for p in pieces:
+            out += self._encode_full(p, allowed_special=allowed_special, disallowed_special=disallowed_special,
+                                     add_special_tokens=False)
+        if add_special_tokens and self._hf is not None:
+            out = self._hf.post_process(out)
+        return out
 
     def _encode_full(self, text, *, allowed_special, disallowed_special, add_special_tokens):
         _check_text(text)
@@ -200,15 +266,17 @@ class Encoding:
     def count(self, text: str, *, allowed_special: AllowedSpecial = frozenset(),
               disallowed_special: DisallowedSpecial = "all") -> int:
         _check_text(text)
-        if self._hf is None and self._split_fallback is None and not self.special_tokens:
+        if (self._hf is None and self._split_fallback is None and not self.special_tokens
+                and len(self._cut(text)) == 1):
             return self._core.count(_utf8(text))
         return len(self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special))
 
     def encode_segments(self, segments: Iterable[Tuple[str, bool]]) -> List[int]:
-        """Encode (text, trusted) segments: only trusted text may produce special-token ids.
+        """Encode (text, trusted) segments: only trusted text may produce special or added-token ids.
 
-        Untrusted text is encoded as ordinary text, so `<|im_end|>` typed by a user never becomes a
-        control token.
+        Untrusted text is encoded as plain text with no added token at all, so `<|im_end|>` typed by a user
+        never becomes a control token, nor does a non-special added token of a tokenizer.json file (Qwen's
+        `<tool_call>`, `<think>`).
         """
         out: List[int] = []
         for text, trusted in segments:
@@ -216,8 +284,45 @@ class Encoding:
             if trusted:
                 out += self.encode(text, allowed_special="all", disallowed_special=())
             else:
-                out += self._encode_plain(text)
+                out += self._encode_no_added(text)
         return out
+
+    # ---- chat templates (ctok.chat) ----
+    @property
+    def chat_template(self):
+        """The chat template of the tokenizer's folder (`chat_template.jinja`, else tokenizer_config.json's
+        `chat_template`): a string, a dict of named templates, or None."""
+        from .chat import chat_config
+        return chat_config(self).templates
+
+    def apply_chat_template(self, messages, *, add_generation_prompt: bool = False, tokenize: bool = True,
+                            tools=None, documents=None, chat_template: Optional[str] = None,
+                            continue_final_message: Union[bool, str] = False,
+                            sanitize_control_tokens: bool = False, **kwargs):
+        """Render `messages` with the model's Jinja chat template; with tokenize=True (default) return the ids.
+
+        Equals transformers' `AutoTokenizer.from_pretrained(folder).apply_chat_template(messages,
+        tokenize=True, return_dict=False, ...)`: the template's text and the messages are rendered as
+        transformers renders them and encoded with every special and added token recognised, without a
+        BOS/EOS template.  tokenize=False returns the rendered string.  `messages` may also be a list of
+        conversations (the result is then a list).
+
+        tools: JSON-schema mappings; documents: mappings; chat_template: a template name (for folders with
+        several) or a template string; continue_final_message: leave the last message open (True: its
+        "content", or the name of the field to continue); other keyword arguments are template variables
+        (e.g. enable_thinking=False for Qwen 3).
+
+        By default (as in transformers) a message that spells a control token such as `<|im_end|>` or
+        `<|eot_id|>` produces that token.  sanitize_control_tokens=True encodes the control tokens found in
+        messages, tools, documents and keyword arguments as plain text and keeps only the template's own
+        ones (equal to transformers' option of the same name).  Raises ChatTemplateError (a ValueError) when
+        the folder has no template or the template fails, ChatInputError (a TypeError) for malformed messages.
+        """
+        from .chat import apply_chat_template
+        return apply_chat_template(self, messages, add_generation_prompt=add_generation_prompt, tokenize=tokenize,
+                                   tools=tools, documents=documents, chat_template=chat_template,
+                                   continue_final_message=continue_final_message,
+                                   sanitize_control_tokens=sanitize_control_tokens, **kwargs)
 
     def encode_single_token(self, text_or_bytes) -> int:
         if isinstance(text_or_bytes, str):
@@ -267,8 +372,8 @@ class Encoding:
         texts = list(texts)
         for t in texts:
             _check_text(t)
-        if not self._native_plain():
-            return self._map(self._encode_plain, texts, num_threads)
+        if not self._native_plain() or self._needs_cut(texts):
+            return self._map(self._encode_plain_cut, texts, num_threads)
         chunks = self._chunks([_utf8(t) for t in texts], num_threads)
         if len(chunks) == 1:
             return self._core.encode_many(chunks[0])
@@ -284,7 +389,7 @@ class Encoding:
         texts = list(texts)
         for t in texts:
             _check_text(t)
-        if self._native_plain() and not add_special_tokens and not allowed_special:
+        if self._native_plain() and not add_special_tokens and not allowed_special and not self._needs_cut(texts):
             for t in texts:
                 self._policy(t, allowed_special, disallowed_special)
             return self.encode_ordinary_batch(texts, num_threads=num_threads)
@@ -304,7 +409,7 @@ class Encoding:
         for t in texts:
             _check_text(t)
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-        if self._native_plain() and not allowed_special:
+        if self._native_plain() and not allowed_special and not self._needs_cut(texts):
             for t in texts:
                 self._policy(t, allowed_special, disallowed_special)
             chunks = self._chunks([_utf8(t) for t in texts], num_threads)

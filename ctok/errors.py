@@ -46,3 +46,22 @@ class UnknownTokenError(ValueError, CtokError):
     def __init__(self, token):
         self.token = token
         super().__init__(f"unknown token id {token!r}")
+
+
+class ChatTemplateError(ValueError, CtokError):
+    """`apply_chat_template` cannot render: the tokenizer has no chat template (the message names the files
+    looked for), the template is malformed or raised an error itself (`raise_exception`), or the messages do
+    not fit it."""
+
+
+class ChatInputError(TypeError, CtokError):
+    """A chat message, tool or document has the wrong type (messages and documents must be mappings, tools
+    JSON-schema mappings)."""
+
+
+class MissingDependencyError(ImportError, CtokError):
+    """An optional feature needs a package that is not installed (the message names it)."""
+
+
+class UnsupportedOptionError(ValueError, CtokError):
+    """An option was given that does not apply to this kind of encoding."""
