@@ -674,3 +674,80 @@ cdef class FastEncode:
                 return self.plain(text)
         return self.slow(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
                          add_special_tokens=add_special_tokens)
+
+
+
+cdef class ByteWindowDecoder:
+    """HF's DecodeStream for tokenizer.json files whose decoder is ByteLevel alone, in O(1) per token.
+
+    DecodeStream decodes a window (the previous step's ids as context, then the new ids) and emits what grew
+    once the text does not end in U+FFFD.  With ByteLevel alone, decode is "join the bytes, decode UTF-8
+    with replacement", and a context that decoded without a trailing U+FFFD ends where the decoder is back in
+    its initial state, so the window's text is the context's text followed by the pending bytes' text.  So
+    each step emits decode(pending bytes) when that is non-empty and does not end in U+FFFD, else holds them.
+    `token_bytes(id)` gives each id's bytes (a `special_type` instance for special tokens, skipped when
+    skip_special_tokens); results are cached per id in `cache`."""
+    cdef object token_bytes
+    cdef object special_type
+    cdef bint skip
+    cdef list cache
+    cdef char* buf
+    cdef Py_ssize_t size
+    cdef Py_ssize_t cap
+
+    def __cinit__(self):
+        self.buf = NULL
+        self.size = 0
+        self.cap = 0
+
+    def __dealloc__(self):
+        free(self.buf)
+
+    def __init__(self, token_bytes, special_type, list cache, bint skip_special_tokens=False):
+        # cache: [None] * n_vocab, shared by the decoders of one Encoding (filled as ids are seen, under the
+        # GIL), so a new stream starts warm.
+        self.token_bytes = token_bytes
+        self.special_type = special_type
+        self.skip = skip_special_tokens
+        self.cache = cache
+
+    cdef _append(self, bytes b):
+        cdef Py_ssize_t n = PyBytes_GET_SIZE(b), cap
+        cdef char* grown
+        if self.size + n > self.cap:
+            cap = (self.size + n) * 2 + 64
+            grown = <char*>realloc(self.buf, cap)
+            if grown == NULL:
+                raise MemoryError()
+            self.buf = grown
+            self.cap = cap
+        memcpy(self.buf + self.size, PyBytes_AS_STRING(b), n)
+        self.size += n
+
+    def step(self, token):
+        cdef Py_ssize_t tid = PyLong_AsSsize_t(token)
+        cdef object b
+        cdef str text
+        if 0 <= tid < len(self.cache):
+            b = self.cache[tid]
+            if b is None:
+                b = self.token_bytes(tid)
+                self.cache[tid] = b
+        else:
+            b = self.token_bytes(tid) if tid >= 0 else b""
+        if self.skip and type(b) is self.special_type:
+            return ""
+        self._append(<bytes>b)
+        if self.size == 0 or <unsigned char>self.buf[self.size - 1] >= 0xC0:
+            return ""                              # nothing, or a lead byte last: the text ends in U+FFFD
+        text = PyUnicode_DecodeUTF8(self.buf, self.size, "replace")
+        if len(text) == 0 or text[len(text) - 1] == "\ufffd":
+            return ""
+        self.size = 0
+        return text
+
+    def flush(self):
+        """Text still held back, decoded with replacement."""
+        cdef str text = PyUnicode_DecodeUTF8(self.buf, self.size, "replace") if self.size else ""
+        self.size = 0
+        return text

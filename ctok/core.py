@@ -56,6 +56,7 @@ class Encoding:
         self._special_ids = {v: k for k, v in self.special_tokens.items()}
         self._special_names = frozenset(self.special_tokens)
         self.n_vocab = hf_pipeline.n_vocab if hf_pipeline else spec.n_vocab
+        self._stream_bytes = None           # per-id bytes for ByteWindowDecoder, shared by its streams
         self.pattern = spec.pattern
         if hf_pipeline is not None:
             self._core = hf_pipeline.core
@@ -461,6 +462,13 @@ class Encoding:
     def stream_decoder(self, errors: str = "replace", *, skip_special_tokens: bool = False):
         """An incremental detokenizer: `.step(token) -> str` returns newly completed text, `.flush()` the rest."""
         if self._hf is not None:
+            if getattr(self._hf, "_bytelevel_only", False):
+                from ._encoder import ByteWindowDecoder
+                from .hf import _SpecialBytes
+                if self._stream_bytes is None:
+                    self._stream_bytes = [None] * self.n_vocab
+                return ByteWindowDecoder(self._hf.bytelevel_token_bytes, _SpecialBytes, self._stream_bytes,
+                                         skip_special_tokens)
             return _WindowStreamDecoder(self, skip_special_tokens)
         return _ByteStreamDecoder(self, errors, skip_special_tokens)
 

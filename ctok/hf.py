@@ -1208,23 +1208,25 @@ class HFPipeline:
             return self._normalized_cache.get(i, t.content)
         return self._vocab_r.get(i)
 
+    def bytelevel_token_bytes(self, i) -> bytes:
+        """What the ByteLevel decoder makes of id i: its bytes (its UTF-8 when it is not byte-level), a
+        _SpecialBytes for a special token, b"" for an unknown id (HF skips those)."""
+        t = self._token_str(int(i))
+        if t is None:
+            return b""
+        u = _bl_unmap(t)
+        b = u if u is not None else t.encode("utf-8")
+        return _SpecialBytes(b) if t in self._special_set else b
+
     def _decode_bytelevel(self, ids, skip_special_tokens):
-        """The ByteLevel decoder alone: each token's bytes (its UTF-8 when it is not byte-level), joined, then
-        decoded with replacement, exactly as HF; token bytes are cached per id."""
+        """The ByteLevel decoder alone: each token's bytes, joined, then decoded with replacement, exactly as
+        HF; token bytes are cached per id."""
         cache = self._id_bytes
-        special = self._special_set
         parts = []
         for i in ids:
             b = cache.get(i)
             if b is None:
-                t = self._token_str(int(i))
-                if t is None:
-                    b = b""
-                else:
-                    u = _bl_unmap(t)
-                    b = u if u is not None else t.encode("utf-8")
-                    if t in special:
-                        b = _SpecialBytes(b)
+                b = self.bytelevel_token_bytes(i)
                 if len(cache) < 1_000_000:
                     cache[i] = b
             if skip_special_tokens and type(b) is _SpecialBytes:
