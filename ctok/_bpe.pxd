@@ -8,6 +8,13 @@ cdef struct IdVec:
     Py_ssize_t size
     Py_ssize_t cap
 
+cdef struct BpeOptions:
+    bint char_level         # initial symbols are UTF-8 characters (SentencePiece); else single bytes
+    bint byte_fallback      # unknown characters become <0xXX> tokens
+    uint32_t unk_id         # NO_ID when there is no unk token: unknown symbols are dropped (as HF does)
+    bint fuse_unk
+    bint whole_piece_first  # a piece that is itself a token is emitted as is (tiktoken; HF ignore_merges)
+
 cdef struct BpeScratch:
     # Per-thread working memory, reused across pieces so the hot loop does not allocate.
     Py_ssize_t cap
@@ -22,13 +29,14 @@ cdef struct BpeScratch:
     const Tables* memo_owner
     uint64_t* tree          # merge_tree's min-tree, 2 * (m rounded up to a power of two) keys
     Py_ssize_t tree_cap
-
-cdef struct BpeOptions:
-    bint char_level         # initial symbols are UTF-8 characters (SentencePiece); else single bytes
-    bint byte_fallback      # unknown characters become <0xXX> tokens
-    uint32_t unk_id         # NO_ID when there is no unk token: unknown symbols are dropped (as HF does)
-    bint fuse_unk
-    bint whole_piece_first  # a piece that is itself a token is emitted as is (tiktoken; HF ignore_merges)
+    # The last long piece merged (LONG_MEMO_MIN..LONG_MEMO_MAX bytes) and its ids: runs of the same
+    # indentation or separator repeat, and are too long for the piece cache.
+    uint8_t* last_piece
+    Py_ssize_t last_len     # -1: empty
+    uint32_t* last_ids
+    Py_ssize_t last_n
+    const Tables* last_vocab  # the vocabulary and options it was merged with
+    const BpeOptions* last_opt
 
 cdef enum:
     BPE_OK = 0

@@ -21,6 +21,8 @@ cdef enum:
     LONG_PIECE = 256
     CHUNK = 48
     PAIR_MEMO_BITS = 12             # BpeScratch.memo: 4096 entries of 16 bytes
+    LONG_MEMO_MIN = 49              # BpeScratch.last_piece: pieces the piece cache does not keep ...
+    LONG_MEMO_MAX = 4096            # ... up to this length
 cdef uint32_t RANK_NONE = 0xFFFFFFFF
 
 
@@ -57,6 +59,12 @@ cdef void scratch_init(BpeScratch* s) noexcept nogil:
     s.memo_owner = NULL
     s.tree = NULL
     s.tree_cap = 0
+    s.last_piece = NULL
+    s.last_len = -1
+    s.last_ids = NULL
+    s.last_n = 0
+    s.last_vocab = NULL
+    s.last_opt = NULL
 
 
 cdef void scratch_free(BpeScratch* s) noexcept nogil:
@@ -66,6 +74,8 @@ cdef void scratch_free(BpeScratch* s) noexcept nogil:
     free(s.next)
     free(s.memo)
     free(s.tree)
+    free(s.last_piece)
+    free(s.last_ids)
     scratch_init(s)
 
 
@@ -616,6 +626,47 @@ cdef int bpe_encode_piece(const Tables* vocab, const BpeOptions* opt, const uint
 
 cdef int bpe_merge_piece(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
                          IdVec* out, BpeScratch* scratch) noexcept nogil:
+    cdef Py_ssize_t before = out.size
+    cdef int rc
+    if LONG_MEMO_MIN <= n <= LONG_MEMO_MAX:
+        if (scratch.last_len == n and scratch.last_vocab == vocab and scratch.last_opt == opt
+                and memcmp(scratch.last_piece, s, n) == 0):
+            if idvec_reserve(out, scratch.last_n) != BPE_OK:
+                return BPE_NOMEM
+            memcpy(out.data + out.size, scratch.last_ids, scratch.last_n * sizeof(uint32_t))  # reserved above
+            out.size += scratch.last_n
+            return BPE_OK
+        rc = merge_piece_uncached(vocab, opt, s, n, out, scratch)
+        if rc == BPE_OK:
+            remember_long(scratch, s, n, out.data + before, out.size - before)
+            if scratch.last_len == n:
+                scratch.last_vocab = vocab
+                scratch.last_opt = opt
+        return rc
+    return merge_piece_uncached(vocab, opt, s, n, out, scratch)
+
+
+cdef void remember_long(BpeScratch* sc, const uint8_t* s, Py_ssize_t n, const uint32_t* ids, Py_ssize_t k) noexcept nogil:
+    # Keep (s[0:n] -> ids[0:k]) as the last long piece; on allocation failure keep nothing.
+    cdef void* p
+    cdef void* q
+    sc.last_len = -1
+    p = realloc(sc.last_piece, n)
+    if p == NULL:
+        return
+    sc.last_piece = <uint8_t*>p
+    q = realloc(sc.last_ids, (k + 1) * sizeof(uint32_t))
+    if q == NULL:
+        return
+    sc.last_ids = <uint32_t*>q
+    memcpy(sc.last_piece, s, n)
+    memcpy(sc.last_ids, ids, k * sizeof(uint32_t))
+    sc.last_n = k
+    sc.last_len = n
+
+
+cdef int merge_piece_uncached(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
+                              IdVec* out, BpeScratch* scratch) noexcept nogil:
     cdef Py_ssize_t i
     cdef int rc
     if n <= 0:

@@ -198,3 +198,17 @@ def test_long_pieces_chunked_merge_equals_tiktoken(o200k, o200k_ref):
         for n in (257, 300, 511, 1000, 2049, 4100):
             piece = make(n)
             assert o200k._core.encode_piece(piece) == o200k_ref._encode_single_piece(piece), (piece[:40], n)
+
+
+def test_repeated_long_pieces_equal_tiktoken(o200k, o200k_ref):
+    # Pieces too long for the piece cache are remembered one at a time (the last long piece): runs of
+    # equal and of different lengths, spaces, dashes and letters, interleaved, must all encode as tiktoken.
+    rnd = random.Random(SEED)
+    parts = []
+    for _ in range(400):
+        kind = rnd.choice([" ", "-", "=", "ab", "\u3000"])
+        parts.append("x" + kind * rnd.choice([49, 60, 60, 60, 99, 130, 2000]))
+    text = "".join(parts)
+    assert o200k.encode_ordinary(text) == o200k_ref.encode_ordinary(text)
+    for p in parts[:60]:
+        assert o200k.encode_ordinary(p) == o200k_ref.encode_ordinary(p)
