@@ -73,3 +73,6 @@ cdef int capi_encode(const void* encoder, const uint8_t* text, size_t length, ui
                      size_t* n_out) noexcept nogil
 cdef int capi_decode(const void* encoder, const uint32_t* ids, size_t n, uint8_t* out, size_t cap,
                      size_t* n_out) noexcept nogil
+
+# text as an exact str (a str subclass's value); TypeError for anything else.
+cpdef str exact_str(object text)

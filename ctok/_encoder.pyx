@@ -484,12 +484,14 @@ cdef class CoreEncoder:
         finally:
             free(buf)
 
-    def encode_str(self, str text):
+    def encode_str(self, text):
         """encode_ordinary for a str: its UTF-8 form (cached inside the str by CPython, no copy for ASCII)
         is encoded directly; short texts keep the GIL, where releasing it would cost more than the work.
-        Lone surrogates become U+FFFD first, as tiktoken does."""
+        Lone surrogates become U+FFFD first, as tiktoken does.  A str subclass is encoded as its str value."""
         cdef Py_ssize_t n
         cdef const char* s
+        if type(text) is not str:
+            text = exact_str(text)
         cdef IdVec out
         cdef BpeScratch sc
         cdef int rc
@@ -625,6 +627,14 @@ def marker_split_is_safe(token_bytes, bytes marker):
                 return False
             i = b.find(marker, i + 1)
     return True
+
+
+cpdef str exact_str(object text):
+    """text as an exact str: a str subclass gives its str value (not what its __str__ may return); anything
+    else is a TypeError, as tiktoken raises."""
+    if isinstance(text, str):
+        return str.__str__(text)
+    raise TypeError(f"text must be str, not {type(text).__name__}")
 
 
 cdef extern from "Python.h":

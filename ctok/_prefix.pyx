@@ -73,7 +73,7 @@ from ctok._bpe cimport (IdVec, BpeScratch, BPE_OK, BPE_NOMEM, idvec_reserve, idv
                         scratch_init, scratch_free)
 from ctok._pretok cimport (next_piece_end, ctok_char, PRETOK_N_KINDS, PRETOK_WHOLE, CT_WS, CT_L, CT_UP, CT_LO,
                            CT_M)
-from ctok._encoder cimport CoreEncoder, EncoderState, encode_piece_cached
+from ctok._encoder cimport CoreEncoder, exact_str, EncoderState, encode_piece_cached
 
 # Default byte budget of a PrefixCache (the Encoding setting / CTOK_PREFIX_CACHE_BYTES override it).
 DEFAULT_PREFIX_CACHE_BYTES = 64 << 20
@@ -456,10 +456,12 @@ cdef class PrefixCache:
         """core.encode_ordinary(data), reusing the ids of the longest safely cut cached prefix."""
         return self._encode(core, data, <const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
 
-    def encode_str(self, CoreEncoder core not None, str text not None):
+    def encode_str(self, CoreEncoder core not None, text):
         """core.encode_str(text) (its UTF-8 form, which CPython caches inside the str), through the cache."""
         cdef Py_ssize_t n
         cdef const char* s
+        if type(text) is not str:
+            text = exact_str(text)
         try:
             s = PyUnicode_AsUTF8AndSize(text, &n)
         except UnicodeEncodeError:                # lone surrogates: the encoder's own repair path
@@ -723,9 +725,11 @@ cdef class _BoundEncode:
     def cache(self):
         return self.cache
 
-    def encode_str(self, str text not None):
+    def encode_str(self, text):
         cdef Py_ssize_t n
         cdef const char* s
+        if type(text) is not str:
+            text = exact_str(text)
         try:
             s = PyUnicode_AsUTF8AndSize(text, &n)
         except UnicodeEncodeError:                # lone surrogates: the encoder's own repair path
