@@ -59,7 +59,8 @@ def sniff_format(path: str) -> str:
     stripped = head.lstrip()
     if stripped.startswith(b"{"):
         # A Tekken file opens with its config or vocab; a tokenizer.json names its model/pipeline keys.
-        if b'"model"' in head or b'"added_tokens"' in head or b'"truncation"' in head or b'"version"' in head[:200]:
+        # (a Tekken config may hold a "version" too, within the first 200 bytes when its pattern is short)
+        if b'"model"' in head or b'"added_tokens"' in head or b'"truncation"' in head:
             return "hf"
         if b'"config"' in head or b'"vocab"' in head:
             return "tekken"
@@ -145,19 +146,59 @@ def read_config_specials(folder: str) -> Dict[str, int]:
     return out
 
 
+# Special tokens follow the ranks (o200k_base: 20 ids after them, Llama 3 and Kimi: 256, Tekken: before them);
+# an id far beyond would only make every id-indexed table that large (a garbled file: gigabytes).
+MAX_SPECIAL_GAP = 1 << 20
+
+
 def check_specials(path: str, spec: VocabSpec) -> None:
     n = len(spec.token_bytes)
     for name, tid in spec.special_tokens.items():
-        if not isinstance(name, str) or not isinstance(tid, int) or tid < 0:
+        if not isinstance(name, str) or not isinstance(tid, int) or isinstance(tid, bool) or tid < 0:
             raise VocabFormatError(path, f"special token {name!r}: bad id {tid!r}")
+        if tid >= n + MAX_SPECIAL_GAP:
+            raise VocabFormatError(path, f"special token {name!r} has id {tid}, more than {MAX_SPECIAL_GAP} past "
+                                         f"the {n} ordinary ids")
         if tid < n and spec.token_bytes[tid] is not None:
             raise VocabFormatError(
                 path, f"special token {name!r} has id {tid}, which is already the ordinary token {spec.token_bytes[tid]!r}")
 
 
+# Bytes that occur in UTF-8 text: all but 0xC0, 0xC1 and 0xF5..0xFF.
+UTF8_BYTES = tuple(b for b in range(256) if b not in (0xC0, 0xC1) and b < 0xF5)
+
+
+def check_byte_tokens(path: str, token_bytes, offset: int = 0) -> None:
+    """Byte-level BPE (tiktoken semantics) starts from single bytes: every byte that UTF-8 text can hold must
+    be a token, or text holding it could not be encoded (tiktoken panics on it; it must not vanish)."""
+    have = {b[0] for b in token_bytes[offset:] if b is not None and len(b) == 1}
+    missing = [b for b in UTF8_BYTES if b not in have]
+    if missing:
+        shown = ", ".join(f"0x{b:02X}" for b in missing[:8]) + (", ..." if len(missing) > 8 else "")
+        raise VocabFormatError(path, f"{len(missing)} byte(s) that UTF-8 text can hold are not tokens ({shown}): "
+                                     "byte-level BPE needs every single byte as a token")
+
+
+def check_pattern(path: str, pattern, where: str) -> None:
+    """A split pattern ctok can run: one with a native scanner, or one the regex fallback compiles."""
+    from . import patterns
+    if not isinstance(pattern, str):
+        raise VocabFormatError(path, f"{where}: expected a string, got {type(pattern).__name__}")
+    try:
+        if patterns.recognise(pattern) is not None:
+            return
+        patterns.compile_fallback(pattern)
+    except ImportError:
+        raise
+    except Exception as e:  # noqa: BLE001 - regex.error, RecursionError, ... all mean: not a usable pattern
+        raise VocabFormatError(path, f"{where}: not a usable split pattern ({type(e).__name__}: {e}): "
+                                     f"{pattern[:200]!r}") from None
+
+
 def load_tiktoken_file(path: str, *, pattern: Optional[str] = None,
                        special_tokens: Optional[Dict[str, int]] = None) -> VocabSpec:
     token_bytes = read_rank_file(path)
+    check_byte_tokens(path, token_bytes)
     content_hash = ranks_hash(token_bytes)
     known = known_vocabularies()["by_hash"].get(content_hash)
     name = known["name"] if known else os.path.splitext(os.path.basename(path))[0]
@@ -176,6 +217,7 @@ def load_tiktoken_file(path: str, *, pattern: Optional[str] = None,
             specials = {k: v for v, k in sorted(by_id.items())}
     else:
         specials = dict(special_tokens)
+    check_pattern(path, pattern, "pattern=" if known is None or pattern != known["pat_str"] else "known pattern")
     spec = VocabSpec(name=name, source=os.path.abspath(path), token_bytes=token_bytes, merges=None,
                      special_tokens=specials, pattern=pattern,
                      explicit_n_vocab=known.get("explicit_n_vocab") if known and special_tokens is None else None,
@@ -211,15 +253,23 @@ def load_tekken_file(path: str, *, pattern: Optional[str] = None,
         if rank != i:
             raise VocabFormatError(path, f"field vocab[{i}].rank: expected {i}, got {rank}")
         token_bytes[n_special + rank] = tok
+    check_byte_tokens(path, token_bytes, n_special)
     if special_tokens is None:
         listed = data.get("special_tokens")
         if isinstance(listed, list):
             specials = {}
             for i, entry in enumerate(listed):
                 try:
-                    specials[entry["token_str"]] = int(entry["rank"])
+                    name, rank = entry["token_str"], int(entry["rank"])
                 except (KeyError, TypeError, ValueError):
                     raise VocabFormatError(path, f"field special_tokens[{i}]: expected rank and token_str") from None
+                if not 0 <= rank < n_special:
+                    raise VocabFormatError(path, f"field special_tokens[{i}].rank: {rank} is not below "
+                                                 f"default_num_special_tokens ({n_special})")
+                if not isinstance(name, str) or name in specials or rank in specials.values():
+                    raise VocabFormatError(path, f"field special_tokens[{i}]: name {name!r} or rank {rank} "
+                                                 "is not a new string and id")
+                specials[name] = rank
         else:
             names = known_vocabularies()["tekken_v3_special_tokens"]
             specials = {(names[i] if i < len(names) else f"<SPECIAL_{i}>"): i for i in range(n_special)}
@@ -228,6 +278,7 @@ def load_tekken_file(path: str, *, pattern: Optional[str] = None,
     pat = pattern if pattern is not None else cfg.get("pattern")
     if not isinstance(pat, str):
         raise VocabFormatError(path, "field config.pattern: expected a string")
+    check_pattern(path, pat, "pattern=" if pattern is not None else "field config.pattern")
     spec = VocabSpec(name=os.path.splitext(os.path.basename(path))[0], source=os.path.abspath(path),
                      token_bytes=token_bytes, merges=None, special_tokens=specials, pattern=pat,
                      explicit_n_vocab=vocab_size,

@@ -40,12 +40,16 @@ def ranks_hash(token_bytes) -> str:
 
     This is the content hash known vocabularies are recognised by (shared/vocab/known/*.json defines it
     the same way), so a renamed or re-saved file is still recognised and a different file never is.
+    Tokens of 65,535 bytes or more (no known vocabulary has one) are written as 0xFFFF and an 8-byte length.
     """
     h = hashlib.sha256()
     pack = struct.Struct("<H").pack
     for b in token_bytes:
         if b is None:
             b = b""
-        h.update(pack(len(b)))
+        if len(b) < 0xFFFF:
+            h.update(pack(len(b)))
+        else:
+            h.update(pack(0xFFFF) + struct.pack("<Q", len(b)))
         h.update(b)
     return h.hexdigest()

@@ -1,0 +1,86 @@
+"""atheris target: ctok's encoders against tiktoken on arbitrary input.
+
+Each input picks an embedded encoding (o200k_base, cl100k_base) and a mode:
+  0, 1  arbitrary text (with / without lone surrogates): encode_ordinary, encode(allowed_special="all") and the
+        default special-token policy equal tiktoken's; decode(encode(text)) is the text (U+FFFD for surrogates);
+        the stream decoder's steps concatenate to decode();
+  2     structure-aware text built from tricky fragments (runs, contractions, marks, emoji, special look-alikes),
+        the same checks;
+  3     arbitrary bytes (not necessarily UTF-8) straight to the native encoder: valid ids, and the ids decode
+        back to exactly those bytes (byte-level BPE is lossless);
+  4     a batch of texts on two threads equals tiktoken per text.
+
+    python fuzz/fuzz_encode.py -runs=1000000 -max_len=8192 [corpus_dir]
+"""
+import sys
+
+import atheris
+
+import _common  # noqa: F401 - puts the repository on sys.path
+
+with atheris.instrument_imports(include=["ctok"]):
+    import ctok
+
+ENCODINGS = []
+
+
+def setup():
+    for name in ("o200k_base", "cl100k_base"):
+        ref = _common.tiktoken_reference(name)
+        if ref is None:
+            import tiktoken
+
+            ref = tiktoken.get_encoding(name)  # needs tiktoken's download cache
+        ENCODINGS.append((name, ctok.get_encoding(name), ref))
+
+
+def check_text(enc, ref, text):
+    exp = ref.encode_ordinary(text)
+    got = enc.encode_ordinary(text)
+    assert got == exp, ("encode_ordinary", text, got, exp)
+    exp_all = ref.encode(text, allowed_special="all")
+    assert enc.encode(text, allowed_special="all") == exp_all, ("encode(all)", text)
+    try:
+        exp_def = ref.encode(text)
+    except ValueError:
+        try:
+            enc.encode(text)
+        except ValueError:
+            pass
+        else:
+            raise AssertionError(("encode() should have refused special-token text", text))
+    else:
+        assert enc.encode(text) == exp_def, ("encode()", text)
+    decoded = enc.decode(exp_all)
+    assert decoded == ref.decode(exp_all), ("decode", text)
+    fixed = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    assert enc.decode(exp) == fixed, ("round trip", text)
+    dec = enc.stream_decoder()
+    assert "".join(dec.step(i) for i in exp_all) + dec.flush() == decoded, ("stream", text)
+
+
+def test_one_input(data):
+    fdp = atheris.FuzzedDataProvider(data)
+    name, enc, ref = ENCODINGS[fdp.ConsumeIntInRange(0, len(ENCODINGS) - 1)]
+    mode = fdp.ConsumeIntInRange(0, 4)
+    if mode == 0:
+        check_text(enc, ref, fdp.ConsumeUnicode(fdp.remaining_bytes()))
+    elif mode == 1:
+        check_text(enc, ref, fdp.ConsumeUnicodeNoSurrogates(fdp.remaining_bytes()))
+    elif mode == 2:
+        check_text(enc, ref, _common.fragment_text(fdp))
+    elif mode == 3:
+        raw = fdp.ConsumeBytes(fdp.remaining_bytes())
+        ids = enc._core.encode_ordinary(raw)
+        assert all(0 <= i < enc.n_vocab for i in ids), (name, raw)
+        assert enc.decode_bytes(ids) == raw, ("bytes round trip", name, raw)
+    else:
+        texts = [_common.fragment_text(fdp, 8) for _ in range(fdp.ConsumeIntInRange(2, 10))]
+        got = enc.encode_ordinary_batch(texts, num_threads=2)
+        assert got == [ref.encode_ordinary(t) for t in texts], ("batch", texts)
+
+
+if __name__ == "__main__":
+    setup()
+    atheris.Setup(sys.argv, test_one_input)
+    atheris.Fuzz()

@@ -1,0 +1,182 @@
+"""Concurrency (issue 8): 8 threads encoding, batch-encoding (num_threads=2 inside the threads, so the shared pool
+is used from many threads at once), counting and decoding on shared Encodings whose piece cache (4 KB: 32
+entries) and prefix cache (16 KB) are tiny, so entries are evicted and overwritten all the time.  Every result
+must equal the serial one, which itself equals the reference (tiktoken / HF tokenizers).  A deadline turns a
+deadlock into a failure with every thread's stack."""
+from __future__ import annotations
+
+import faulthandler
+import io
+import os
+import random
+import sys
+import threading
+import time
+
+import pytest
+
+from _reliability import fresh_encoding, has_surrogate
+from _shared import adversarial_dict, corpus_names, corpus_text, reference_encoding, vocab_path
+
+ctok = pytest.importorskip("ctok")
+pytest.importorskip("tiktoken")
+
+N_THREADS = 8
+ROUNDS = int(os.environ.get("CTOK_THREAD_ROUNDS", "3"))  # more for a long stress run
+DEADLINE_S = 300
+
+
+def _texts():
+    texts = [corpus_text(n, 3_000) for n in corpus_names()]
+    texts += [t for n, t in adversarial_dict().items() if not n.startswith("run-")][:80]
+    system = "You are a careful assistant. Follow the rules below.\n" + corpus_text(corpus_names()[0], 2_500)
+    rnd = random.Random(4)
+    for i in range(24):  # prompts sharing a long prefix, cut and continued differently (the prefix cache's case)
+        cut = rnd.randrange(len(system) // 2, len(system))
+        texts.append(system[:cut] + f" user {i}: " + rnd.choice(texts[:20])[:400])
+    texts += ["a" * 50_000, " " * 20_000 + "x", "中" * 10_000, ""]
+    return [t for t in texts if not has_surrogate(t)]  # HF refuses lone surrogates
+
+
+@pytest.fixture(scope="module")
+def cases():
+    """(label, shared encoding with tiny caches, reference encode, reference decode)"""
+    texts = _texts()
+    out = []
+    for name in ("o200k_base", "cl100k_base"):
+        ref = reference_encoding(name)
+        enc = fresh_encoding(vocab_path(name, f"{name}.tiktoken"), piece_cache_bytes=4096,
+                             prefix_cache_bytes=16384)
+        assert 0 < enc._core.piece_cache_bytes <= 4096
+        out.append((name, enc, ref.encode_ordinary, ref.decode))
+    tokenizers = pytest.importorskip("tokenizers")
+    for rel in ("llama2/tokenizer.json", "gpt2/tokenizer.json"):
+        path = vocab_path(*rel.split("/"))
+        hf = tokenizers.Tokenizer.from_file(str(path))
+        hf.encode_special_tokens = True
+        enc = fresh_encoding(path, piece_cache_bytes=4096)
+        out.append((rel, enc, lambda t, hf=hf: hf.encode(t, add_special_tokens=False).ids,
+                    lambda ids, hf=hf: hf.decode(ids, skip_special_tokens=False)))
+    return texts, out
+
+
+def _serial(enc, texts):
+    """What each operation gives on one thread (computed before the threads start)."""
+    enc_ord = [enc.encode_ordinary(t) for t in texts]
+    return {
+        "encode_ordinary": enc_ord,
+        "decode": [enc.decode(ids) for ids in enc_ord],
+    }
+
+
+def _stream(enc, ids):
+    dec = enc.stream_decoder()
+    return "".join(dec.step(i) for i in ids) + dec.flush()
+
+
+def test_threads_equal_serial(cases):
+    texts, encs = cases
+    expected = {}
+    for label, enc, ref_encode, ref_decode in encs:
+        exp = _serial(enc, texts)
+        for t, ids in zip(texts, exp["encode_ordinary"]):
+            assert ids == ref_encode(t), (label, t[:60])  # the serial result is the reference's
+        for ids, s in zip(exp["encode_ordinary"], exp["decode"]):
+            assert s == ref_decode(ids), label
+        expected[label] = exp
+
+    errors = []
+    done = []
+    barrier = threading.Barrier(N_THREADS)
+    counts = [0] * N_THREADS
+
+    def work(k):
+        rnd = random.Random(100 + k)
+        try:
+            barrier.wait(timeout=60)
+            for _ in range(ROUNDS):
+                order = list(range(len(texts)))
+                rnd.shuffle(order)
+                for label, enc, _, _ in encs:
+                    exp = expected[label]
+                    for j in order[: len(order) // 2]:
+                        t = texts[j]
+                        op = rnd.randrange(6)
+                        if op == 0:
+                            got, want = enc.encode_ordinary(t), exp["encode_ordinary"][j]
+                        elif op == 1:
+                            got, want = enc.encode(t, disallowed_special=()), exp["encode_ordinary"][j]
+                        elif op == 2:
+                            got, want = enc.count(t, disallowed_special=()), len(exp["encode_ordinary"][j])
+                        elif op == 3:
+                            got, want = enc.decode(exp["encode_ordinary"][j]), exp["decode"][j]
+                        elif op == 4:
+                            got, want = _stream(enc, exp["encode_ordinary"][j]), exp["decode"][j]
+                        else:
+                            js = [order[(order.index(j) + d) % len(order)] for d in range(rnd.randrange(2, 12))]
+                            batch = [texts[i] for i in js]
+                            if rnd.random() < 0.5:
+                                got = enc.encode_ordinary_batch(batch, num_threads=2)
+                            else:
+                                ids, offsets = enc.encode_batch_flat(batch, num_threads=2, disallowed_special=())
+                                got = [ids[offsets[i]:offsets[i + 1]].tolist() for i in range(len(batch))]
+                            want = [exp["encode_ordinary"][i] for i in js]
+                        counts[k] += 1
+                        if got != want:
+                            errors.append((k, label, op, t[:80]))
+            done.append(k)
+        except BaseException as e:  # noqa: BLE001
+            errors.append((k, "exception", repr(e)))
+
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # switch threads far more often than usual
+    try:
+        threads = [threading.Thread(target=work, args=(k,), daemon=True, name=f"fuzz-{k}")
+                   for k in range(N_THREADS)]
+        for th in threads:
+            th.start()
+        deadline = time.monotonic() + DEADLINE_S
+        for th in threads:
+            th.join(max(0.0, deadline - time.monotonic()))
+    finally:
+        sys.setswitchinterval(old_interval)
+    alive = [th.name for th in threads if th.is_alive()]
+    if alive:
+        buf = io.StringIO()
+        try:
+            faulthandler.dump_traceback(file=buf, all_threads=True)
+        except (io.UnsupportedOperation, ValueError):
+            import tempfile
+
+            with tempfile.TemporaryFile("w+") as f:
+                faulthandler.dump_traceback(file=f, all_threads=True)
+                f.seek(0)
+                buf.write(f.read())
+        pytest.fail(f"threads still running after {DEADLINE_S} s (deadlock?): {alive}\n{buf.getvalue()[-6000:]}")
+    assert not errors, errors[:10]
+    assert sorted(done) == list(range(N_THREADS))
+    assert sum(counts) > N_THREADS * ROUNDS * len(encs) * 10
+    # the caches were really under pressure
+    stats = encs[0][1].prefix_cache_stats()
+    assert stats is not None and stats.get("evictions", 0) > 0, stats
+
+
+def test_nested_batches_do_not_deadlock(cases):
+    """Many threads each running batches with num_threads=4 on a pool of two workers: the calls must finish
+    (a pool whose tasks waited on other tasks would hang)."""
+    texts, encs = cases
+    label, enc, ref_encode, _ = encs[0]
+    chunks = [texts[i:i + 16] for i in range(0, 64, 16)]
+    want = [[ref_encode(t) for t in c] for c in chunks]
+    results = {}
+
+    def outer(k):
+        results[k] = [enc.encode_ordinary_batch(c, num_threads=4) for c in chunks]
+
+    threads = [threading.Thread(target=outer, args=(k,), daemon=True) for k in range(N_THREADS)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    assert not any(th.is_alive() for th in threads), "nested batch calls deadlocked"
+    assert all(results[k] == want for k in range(N_THREADS))
