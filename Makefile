@@ -95,7 +95,7 @@ fuzz-asan: asan-build
 	mkdir -p $(BUILD)/fuzz
 	for t in fuzz_encode fuzz_load fuzz_vocab_cache; do \
 		$(ASAN_ENV) PYTHONPATH=$(CURDIR)/$(BUILD)/asan CTOK_CACHE_DIR=off \
-		$(PYTHON) -P fuzz/$$t.py -runs=$(FUZZ_RUNS) -max_len=4096 -artifact_prefix=$(BUILD)/fuzz/asan-$$t- || exit 1; \
+		$(PYTHON) fuzz/$$t.py -runs=$(FUZZ_RUNS) -max_len=4096 -artifact_prefix=$(BUILD)/fuzz/asan-$$t- || exit 1; \
 	done
 
 clean-variants:

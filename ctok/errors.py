@@ -65,3 +65,8 @@ class MissingDependencyError(ImportError, CtokError):
 
 class UnsupportedOptionError(ValueError, CtokError):
     """An option was given that does not apply to this kind of encoding."""
+
+
+class InvalidTextError(ValueError, CtokError):
+    """Text that is not valid Unicode (it holds a lone surrogate) given to a tokenizer.json pipeline, which needs
+    valid text as HF tokenizers does (tiktoken-format files replace lone surrogates with U+FFFD, as tiktoken)."""

@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Tuple
 import regex
 import unicodedata2
 
-from ctok.errors import UnsupportedFeatureError, VocabFormatError
+from ctok.errors import InvalidTextError, UnsupportedFeatureError, VocabFormatError
 
 __all__ = ["load_tokenizer_json", "HFPipeline", "GPT2_BYTELEVEL_PATTERN", "BYTE_TO_CHAR", "CHAR_TO_BYTE"]
 
@@ -1181,7 +1181,7 @@ class HFPipeline:
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError as e:
-                raise ValueError(
+                raise InvalidTextError(
                     f"text holds a lone surrogate {text[e.start]!r} at index {e.start}; it is not valid Unicode "
                     "text (HF tokenizers refuses it too, with TypeError)") from None
         out: List[int] = []
@@ -1203,7 +1203,7 @@ class HFPipeline:
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError as e:
-                raise ValueError(f"text holds a lone surrogate {text[e.start]!r} at index {e.start}") from None
+                raise InvalidTextError(f"text holds a lone surrogate {text[e.start]!r} at index {e.start}") from None
         if self._norm_ops:
             text, _ = _apply_normalizer(self._norm_ops, text)
         out: List[int] = []
