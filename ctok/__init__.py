@@ -96,6 +96,7 @@ def _build(path, pattern, special_tokens, fallback):
         meta, vocab = hit
         spec = VocabSpec(token_bytes=[], **meta)
         return Encoding(spec, reload_args=reload_args, vocab=vocab)
+    stamp = cache.source_stamp(path)           # before parsing: a rewrite during it must not be cached as new
     if fmt == "tekken":
         spec = loader.load_tekken_file(path, pattern=pattern, special_tokens=special_tokens)
     else:
@@ -110,7 +111,7 @@ def _build(path, pattern, special_tokens, fallback):
         raise VocabFormatError(path, f"the vocabulary cannot be built: {e}") from None
     meta = {"name": spec.name, "source": spec.source, "special_tokens": spec.special_tokens,
             "pattern": spec.pattern, "explicit_n_vocab": spec.n_vocab, "extra": spec.extra}
-    cache.save_compiled(path, cache_args, meta, enc._core.vocab)
+    cache.save_compiled(path, cache_args, meta, enc._core.vocab, stamp=stamp)
     return enc
 
 

@@ -83,13 +83,25 @@ def load_compiled(path: str, args) -> Optional[Tuple[dict, object]]:
         return None
 
 
-def save_compiled(path: str, args, meta: dict, vocab) -> None:
+def source_stamp(path: str) -> Optional[dict]:
+    """The source's stamp, to be taken before it is parsed and given to save_compiled."""
+    try:
+        return _stamp(path)
+    except OSError:
+        return None
+
+
+def save_compiled(path: str, args, meta: dict, vocab, stamp: Optional[dict] = None) -> None:
+    """stamp: the source's stamp from before it was parsed (source_stamp), so that a source rewritten while it
+    was being parsed is not cached under its new stamp; None takes it now."""
     cp = cache_path(path, args)
     if cp is None:
         return
     try:
+        if stamp is None:
+            stamp = _stamp(path)
         payload = vocab.to_bytes()
-        header = json.dumps({"format": FORMAT_VERSION, "args": args, "stamp": _stamp(path), "meta": meta},
+        header = json.dumps({"format": FORMAT_VERSION, "args": args, "stamp": stamp, "meta": meta},
                             ensure_ascii=True).encode("utf-8")
         header += b" " * ((8 - (24 + len(header)) % 8) % 8)       # tables start 8-aligned
         import tempfile

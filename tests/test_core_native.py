@@ -212,3 +212,25 @@ def test_repeated_long_pieces_equal_tiktoken(o200k, o200k_ref):
     assert o200k.encode_ordinary(text) == o200k_ref.encode_ordinary(text)
     for p in parts[:60]:
         assert o200k.encode_ordinary(p) == o200k_ref.encode_ordinary(p)
+
+
+def test_compiled_cache_keeps_the_stamp_from_before_parsing(tmp_path, monkeypatch):
+    # A source rewritten while it was parsed must not be cached under its new stamp: the entry saved with
+    # the stamp taken before the rewrite is stale for the rewritten file.
+    import base64
+    import time
+    from ctok import cache
+    monkeypatch.setenv("CTOK_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "ranks.tiktoken"
+    lines = [base64.b64encode(bytes([i])) + b" %d" % i for i in range(256)]
+    src.write_bytes(b"\n".join(lines) + b"\n")
+    args = ["tiktoken", r"\S+|\s+", None]
+    before = cache.source_stamp(str(src))
+    enc = ctok.load(str(src), pattern=r"\S+|\s+")
+    time.sleep(0.01)
+    src.write_bytes(b"\n".join(lines + [base64.b64encode(b"ab") + b" 256"]) + b"\n")    # the rewrite
+    meta = {k: None for k in cache.META_KEYS}
+    cache.save_compiled(str(src), args, meta, enc._core.vocab)                  # stamped now: a valid entry
+    assert cache.load_compiled(str(src), args) is not None
+    cache.save_compiled(str(src), args, meta, enc._core.vocab, stamp=before)     # stamped before the rewrite
+    assert cache.load_compiled(str(src), args) is None
