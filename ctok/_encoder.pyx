@@ -15,7 +15,7 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcpy, memcmp
 
-from ctok._vocab cimport Vocab, Tables, Slot, NO_ID, tables_lookup, hash_bytes, load_head, load_head_padded
+from ctok._vocab cimport Vocab, Tables, NO_ID, tables_lookup, tables_lookup_hashed, hash_bytes, load_head, load_head_padded
 from ctok._piece_cache cimport PieceCache, CacheEntry, cache_get, cache_put, cache_init, cache_free, CACHE_MAX_PIECE
 from ctok._bpe cimport (IdVec, BpeScratch, BpeOptions, BPE_OK, idvec_free, idvec_reserve, idvec_push, scratch_init,
                         scratch_free, bpe_encode_piece, bpe_merge_piece)
@@ -119,21 +119,6 @@ cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Id
     return BPE_OK
 
 
-cdef inline uint32_t lookup_hashed(const Tables* t, const uint8_t* s, Py_ssize_t n, uint64_t head,
-                                   uint64_t h) noexcept nogil:
-    # tables_lookup with the hash already computed (h = hash_bytes(s, n, head)).
-    cdef const Slot* e
-    h &= t.slot_mask
-    while True:
-        e = &t.slots[h]                   # h is masked to the table size
-        if e.id == NO_ID:
-            return NO_ID
-        if e.len == n and e.head == head and (
-                n <= 8 or memcmp(t.blob + t.offsets[e.id] + 8, s + 8, n - 8) == 0):
-            return e.id
-        h = (h + 1) & t.slot_mask
-
-
 cdef int encode_piece_hashed(const EncoderState* st, const uint8_t* p, Py_ssize_t n, uint64_t head, uint64_t h,
                              IdVec* out, BpeScratch* sc) noexcept nogil:
     # encode_piece_cached for a piece whose hash_bytes the caller computed (the piece cache keys on it too).
@@ -141,11 +126,11 @@ cdef int encode_piece_hashed(const EncoderState* st, const uint8_t* p, Py_ssize_
     cdef Py_ssize_t before
     cdef int rc
     if st.opt.whole_piece_first:
-        tid = lookup_hashed(st.tables, p, n, head, h)
+        tid = tables_lookup_hashed(st.tables, p, n, head, h)
         if tid != NO_ID:
             return idvec_push(out, tid)
     elif st.tables.self_merges != NULL and not st.opt.char_level:
-        tid = lookup_hashed(st.tables, p, n, head, h)
+        tid = tables_lookup_hashed(st.tables, p, n, head, h)
         if tid != NO_ID and st.tables.self_merges[tid]:
             return idvec_push(out, tid)                  # merging its bytes would rebuild it
     if st.cache.entries == NULL or n < 2 or n > CACHE_MAX_PIECE:

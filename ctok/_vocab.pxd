@@ -152,11 +152,11 @@ cdef inline uint64_t hash_bytes(const uint8_t* s, Py_ssize_t n, uint64_t head) n
     return mix64(h)
 
 
-cdef inline uint32_t tables_lookup(const Tables* t, const uint8_t* s, Py_ssize_t n) noexcept nogil:
-    """Id of the ordinary token whose bytes are s[0:n], or NO_ID."""
-    cdef uint64_t head = load_head(s, n)
-    cdef uint64_t h = hash_bytes(s, n, head) & t.slot_mask
+cdef inline uint32_t tables_lookup_hashed(const Tables* t, const uint8_t* s, Py_ssize_t n, uint64_t head,
+                                          uint64_t h) noexcept nogil:
+    """tables_lookup with head = load_head(s, n) and h = hash_bytes(s, n, head) already computed."""
     cdef const Slot* e
+    h &= t.slot_mask
     while True:
         e = &t.slots[h]                   # h is masked to the table size
         if e.id == NO_ID:
@@ -165,6 +165,12 @@ cdef inline uint32_t tables_lookup(const Tables* t, const uint8_t* s, Py_ssize_t
                 n <= 8 or memcmp(t.blob + t.offsets[e.id] + 8, s + 8, n - 8) == 0):
             return e.id
         h = (h + 1) & t.slot_mask
+
+
+cdef inline uint32_t tables_lookup(const Tables* t, const uint8_t* s, Py_ssize_t n) noexcept nogil:
+    """Id of the ordinary token whose bytes are s[0:n], or NO_ID."""
+    cdef uint64_t head = load_head(s, n)
+    return tables_lookup_hashed(t, s, n, head, hash_bytes(s, n, head))
 
 
 cdef inline uint64_t hash_pair(uint64_t key) noexcept nogil:

@@ -352,27 +352,9 @@ cdef class Vocab:
                     u[0] = 0xE0 | (cp >> 12); u[1] = 0x80 | ((cp >> 6) & 0x3F); u[2] = 0x80 | (cp & 0x3F); m = 3
                 ln = m
                 # The character's lone BPE: one token, or several (symbolize_chars redoes those few merges).
-                for q in range(m):
-                    sym[q] = t.byte_id[u[q]]
-                    if sym[q] == NO_ID:
-                        m = 0                                 # a byte that is no token: bytes path only
-                if m == 0:
-                    continue
-                while m > 1:
-                    best = -1
-                    best_rank = 0xFFFFFFFF
-                    best_id = NO_ID
-                    for q in range(m - 1):
-                        if tables_pair(t, sym[q], sym[q + 1], &rank, &new_id) and rank < best_rank:
-                            best_rank = rank
-                            best_id = new_id
-                            best = q
-                    if best < 0:
-                        break
-                    sym[best] = best_id
-                    for q in range(best + 1, m - 1):
-                        sym[q] = sym[q + 1]
-                    m -= 1
+                m = _lone_bpe(t, NULL, 0, u, ln, sym)
+                if m < 1:
+                    continue                                  # a byte that is no token: bytes path only
                 x = sym[0] if m == 1 else CP_SEVERAL
                 # risky[0 / 1]: suffixes of 1 / 2 bytes; risky[2 / 3]: prefixes of 1 / 2 bytes (by 65536)
                 if risky[u[ln - 1]] or (ln == 3 and risky[65536 + ((<uint32_t>u[1] << 8) | u[2])]):
