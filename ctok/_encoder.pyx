@@ -15,9 +15,9 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcpy, memcmp
 
-from ctok._vocab cimport Vocab, Tables, NO_ID, tables_lookup, tables_lookup_hashed, hash_bytes, load_head, load_head_padded
+from ctok._vocab cimport Vocab, Tables, Slot, NO_ID, tables_lookup, tables_lookup_hashed, hash_bytes, load_head, load_head_padded
 from ctok._piece_cache cimport PieceCache, CacheEntry, cache_get, cache_put, cache_init, cache_free, CACHE_MAX_PIECE
-from ctok._bpe cimport (IdVec, BpeScratch, BpeOptions, BPE_OK, idvec_free, idvec_reserve, idvec_push, scratch_init,
+from ctok._bpe cimport (IdVec, BpeScratch, BpeOptions, BPE_OK, BPE_NOMEM, idvec_free, idvec_reserve, idvec_push, scratch_init,
                         scratch_free, bpe_encode_piece, bpe_merge_piece)
 from ctok._pretok cimport next_piece_end, next_piece_ends, PRETOK_WHOLE
 from cpython.pycapsule cimport PyCapsule_Destructor
@@ -34,7 +34,12 @@ SHORT_TEXT_BYTES = 2048
 DEFAULT_PIECE_CACHE_BYTES = 4 << 20
 
 
+cdef extern from "_utf8.h":
+    const char* ctok_utf8_view(object text, Py_ssize_t* n, char** owned)
+
 cdef extern from "Python.h":
+    Py_ssize_t PyUnicode_GET_LENGTH(object s)
+    PyObject* PyErr_Occurred()
     const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
     PyObject* PyList_GET_ITEM(object lst, Py_ssize_t i)
@@ -88,6 +93,9 @@ cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Id
     cdef int kind = st.pretok_kind
     cdef const Tables* t = st.tables
     cdef Py_ssize_t max_len = t.max_token_len if t.max_token_len > CACHE_MAX_PIECE else CACHE_MAX_PIECE
+    cdef const Slot* e
+    cdef bint whole = st.opt.whole_piece_first
+    cdef const uint8_t* self_merges = NULL if st.opt.char_level else t.self_merges
     if kind == PRETOK_WHOLE:
         return encode_piece_cached(st, s, n, out, sc)
     while pos < n:
@@ -108,14 +116,28 @@ cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Id
                             else load_head(s + bounds[j], ln))
                 hashes[j] = hash_bytes(s + bounds[j], ln, heads[j])
                 ctok_prefetch(&t.slots[hashes[j] & t.slot_mask])      # masked to the table size
+        # Most pieces are a token of at most 8 bytes found at its first probe: answered here, without
+        # a call.  The reserve leaves room for one id per piece of this batch still to come.
+        if out.size + k > out.cap and idvec_reserve(out, k) != BPE_OK:
+            return BPE_NOMEM
         for j in range(k):
             ln = bounds[j + 1] - bounds[j]
+            if ln <= 8:
+                e = &t.slots[hashes[j] & t.slot_mask]                  # masked to the table size
+                # A free slot has len 0xFFFFFFFF, never equal to ln.
+                if e.len == ln and e.head == heads[j] and (whole or (self_merges != NULL and self_merges[e.id])):
+                    out.data[out.size] = e.id                          # size < cap: room kept for each piece to come
+                    out.size += 1
+                    continue
             if ln <= max_len:
                 rc = encode_piece_hashed(st, s + bounds[j], ln, heads[j], hashes[j], out, sc)
             else:
                 rc = bpe_merge_piece(t, &st.opt, s + bounds[j], ln, out, sc)     # longer than any token
             if rc != BPE_OK:
                 return rc
+            # That piece may have taken more than its one reserved id: keep room for the rest.
+            if out.size + (k - j) > out.cap and idvec_reserve(out, k - j) != BPE_OK:
+                return BPE_NOMEM
     return BPE_OK
 
 
@@ -480,12 +502,20 @@ cdef class CoreEncoder:
         cdef IdVec out
         cdef BpeScratch sc
         cdef int rc
-        try:
-            s = PyUnicode_AsUTF8AndSize(text, &n)
-        except UnicodeEncodeError:
-            fixed = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-            s = PyUnicode_AsUTF8AndSize(fixed, &n)
-            text = fixed                               # keeps the buffer alive below
+        cdef char* owned = NULL
+        s = NULL
+        if PyUnicode_GET_LENGTH(text) >= SHORT_TEXT:
+            # Long texts: our own UTF-8 copy, freed below (see _utf8.h); NULL at a surrogate.
+            s = ctok_utf8_view(text, &n, &owned)
+            if s == NULL and PyErr_Occurred() != NULL:
+                raise MemoryError()
+        if s == NULL:
+            try:
+                s = PyUnicode_AsUTF8AndSize(text, &n)
+            except UnicodeEncodeError:
+                fixed = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+                s = PyUnicode_AsUTF8AndSize(fixed, &n)
+                text = fixed                               # keeps the buffer alive below
         if n < SHORT_TEXT and not self.short_busy:
             self.short_busy = True
             try:
@@ -500,6 +530,10 @@ cdef class CoreEncoder:
         out.data = NULL; out.size = 0; out.cap = 0
         scratch_init(&sc)
         try:
+            # About one id per 4 bytes for English and code: growing from a small buffer would copy the
+            # ids log(n) times.
+            if idvec_reserve(&out, n // 4 + 16) != BPE_OK:
+                raise MemoryError()
             if n < SHORT_TEXT:
                 rc = self.encode_into(<const uint8_t*>s, n, &out, &sc)
             else:
@@ -511,6 +545,7 @@ cdef class CoreEncoder:
         finally:
             scratch_free(&sc)
             idvec_free(&out)
+            free(owned)
 
     def token_bytes(self, Py_ssize_t tid):
         return self.vocab.token_bytes(tid)
