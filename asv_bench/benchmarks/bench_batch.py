@@ -77,3 +77,69 @@ class EncodeBatchPeers:
 
     def time_encode_batch(self, family, threads, lib):
         self.fn(self.texts)
+
+
+# Issue 5's batch workload: 10,000 chat-sized texts (50-2,000 bytes, corpus slices at random offsets; the same
+# recipe as bench/batch_bench.py), on 1 thread and on all cores.
+CHAT_SOURCES = [("en_dracula.txt", 4), ("en_botchan.txt", 2), ("en_python_docs.rst.txt", 2), ("code_python.txt", 3),
+                ("ru_bible_synodal.txt", 1), ("zh_classical.txt", 1), ("ja_wagahaiwa_nekodearu.txt", 1)]
+
+
+def chat_texts(count=10000, seed=2):
+    import random
+    rnd = random.Random(seed)
+    pool = [text(name).encode("utf-8") for name, w in CHAT_SOURCES for _ in range(w)]
+    out = []
+    for _ in range(count):
+        data = rnd.choice(pool)
+        n = rnd.randint(50, 2000)
+        a = rnd.randrange(0, len(data) - n)
+        out.append(data[a:a + n].decode("utf-8", "ignore"))
+    return out
+
+
+class ChatBatch:
+    params = (["o200k_base", "cl100k_base"], THREADS)
+    param_names = ["family", "threads"]
+    number = 1
+    repeat = (2, 5, 10.0)
+    rounds = 1
+    timeout = 300
+
+    def setup(self, family, threads):
+        self.texts = chat_texts()
+        self.mb = sum(mb(t) for t in self.texts)
+        self.enc = load_ctok(family)
+
+    def time_encode_ordinary_batch(self, family, threads):
+        self.enc.encode_ordinary_batch(self.texts, num_threads=threads)
+
+    def time_encode_batch_flat(self, family, threads):
+        self.enc.encode_batch_flat(self.texts, num_threads=threads)
+
+    def track_mbps_encode_batch_flat(self, family, threads):
+        best = min(_timed(self.enc.encode_batch_flat, self.texts, threads) for _ in range(2))
+        return self.mb / best
+    track_mbps_encode_batch_flat.unit = "MB/s"
+
+
+class ChatBatchPeers:
+    """The same texts through tiktoken's encode_ordinary_batch (at the thread count) and fastokens'
+    encode_batch_flat (its own pool: all cores)."""
+    params = (["o200k_base", "cl100k_base"], ["tiktoken", "fastokens"])
+    param_names = ["family", "peer"]
+    number = 1
+    repeat = (2, 5, 10.0)
+    rounds = 1
+    timeout = 300
+
+    def setup(self, family, lib):
+        self.texts = chat_texts()
+        obj, _ = peer(lib, family)
+        if lib == "tiktoken":
+            self.fn = lambda ts: obj.encode_ordinary_batch(ts, num_threads=THREADS[-1])
+        else:
+            self.fn = lambda ts: obj.encode_batch_flat(ts, add_special_tokens=False)
+
+    def time_encode_batch(self, family, lib):
+        self.fn(self.texts)
