@@ -67,6 +67,7 @@ cdef class CoreEncoder:
     cdef int _encode_bytes(self, bytes data, IdVec* out, bint split) except -1
     cdef int _encode_many(self, list datas, IdVec* out, int64_t* ends) except -1
     cdef int _gather(self, tokens, IdVec* tmp, char** buf, Py_ssize_t* length) except -1
+    cdef int _join(self, const uint8_t* s, Py_ssize_t n, list spans, IdVec* out) except -1
 
 # Status-code API (ctok.h): encode ordinary UTF-8 text into a caller buffer; decode ids into bytes.
 cdef int capi_encode(const void* encoder, const uint8_t* text, size_t length, uint32_t* out, size_t cap,

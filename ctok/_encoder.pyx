@@ -85,7 +85,17 @@ cdef enum:
 
 cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, IdVec* out,
                       BpeScratch* sc) noexcept nogil:
-    cdef Py_ssize_t pos = 0, k, j, ln
+    cdef Py_ssize_t end
+    if st.pretok_kind == PRETOK_WHOLE:
+        return encode_piece_cached(st, s, n, out, sc)
+    return encode_state_span(st, s, n, 0, n, out, sc, &end)
+
+
+cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos,
+                           Py_ssize_t stop, IdVec* out, BpeScratch* sc, Py_ssize_t* end) noexcept nogil:
+    # The pieces of s[0:n] from pos on, until the first piece boundary at or after stop (a few pieces past
+    # it: they are cut PIPELINE at a time), which goes to end.  Not for PRETOK_WHOLE.
+    cdef Py_ssize_t k, j, ln
     cdef Py_ssize_t bounds[PIPELINE + 1]
     cdef uint64_t heads[PIPELINE]
     cdef uint64_t hashes[PIPELINE]
@@ -96,9 +106,8 @@ cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Id
     cdef const Slot* e
     cdef bint whole = st.opt.whole_piece_first
     cdef const uint8_t* self_merges = NULL if st.opt.char_level else t.self_merges
-    if kind == PRETOK_WHOLE:
-        return encode_piece_cached(st, s, n, out, sc)
-    while pos < n:
+    end[0] = pos
+    while pos < stop:
         bounds[0] = pos
         if kind == PRETOK_MARKER_WORDS:
             k = 0
@@ -138,6 +147,7 @@ cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Id
             # That piece may have taken more than its one reserved id: keep room for the rest.
             if out.size + (k - j) > out.cap and idvec_reserve(out, k - j) != BPE_OK:
                 return BPE_NOMEM
+        end[0] = pos
     return BPE_OK
 
 
@@ -177,6 +187,44 @@ cdef int encode_piece_cached(const EncoderState* st, const uint8_t* p, Py_ssize_
         return bpe_merge_piece(st.tables, &st.opt, p, n, out, sc)
     head = load_head(p, n)
     return encode_piece_hashed(st, p, n, head, hash_bytes(p, n, head), out, sc)
+
+
+cdef enum:
+    # Piece boundaries a Span remembers from its start: the previous span must meet its parse among them.
+    SPAN_RECORD = 1024
+
+
+cdef class Span:
+    """One part of a long text encoded on its own thread (CoreEncoder.encode_span / join_spans).
+
+    Why it is exact: the pretokenizer decides the piece starting at a position from the bytes at and after
+    it (and the text's length) only (see _prefix's proof, which rests on the same property).  So two parses
+    of one text that share a piece boundary b agree from b on.  A span starts its parse at an arbitrary
+    character `start`; the span before it, whose parse is the true one, goes on past `start` until one of
+    its boundaries is one this span crossed: from there this span's ids are the true ids."""
+    cdef IdVec ids
+    cdef readonly Py_ssize_t start
+    cdef readonly Py_ssize_t end            # the piece boundary where this span stopped
+    cdef Py_ssize_t text_len                # len(data) it was made from
+    cdef object owner                       # the CoreEncoder that made it
+    cdef Py_ssize_t n_rec
+    cdef Py_ssize_t rec_pos[SPAN_RECORD]    # the first boundaries crossed, from start on, increasing
+    cdef Py_ssize_t rec_ids[SPAN_RECORD]    # ids.size at each of them
+
+    def __cinit__(self):
+        self.ids.data = NULL; self.ids.size = 0; self.ids.cap = 0
+        self.n_rec = 0
+
+    def __dealloc__(self):
+        idvec_free(&self.ids)
+
+    def __len__(self):
+        return self.ids.size
+
+
+cdef bint span_kind_ok(int kind) noexcept nogil:
+    # PRETOK_WHOLE has one piece; PRETOK_MARKER_WORDS looks back before a piece's start.
+    return kind != PRETOK_WHOLE and kind != PRETOK_MARKER_WORDS
 
 
 cdef class CoreEncoder:
@@ -391,6 +439,125 @@ cdef class CoreEncoder:
             if out.size:
                 memcpy(<char*>ids, out.data, out.size * sizeof(uint32_t))
             return ids, ends
+        finally:
+            idvec_free(&out)
+
+    @property
+    def can_split(self):
+        """True when one text may be encoded in parts on several threads (encode_span / join_spans)."""
+        return span_kind_ok(self.pretok_kind)
+
+    def encode_span(self, bytes data not None, Py_ssize_t start, Py_ssize_t stop):
+        """A Span: the pieces of `data` parsed from the first character at or after `start` until the first
+        boundary at or after `stop`, without the GIL.  Spans of consecutive ranges go to join_spans."""
+        cdef const uint8_t* s = <const uint8_t*>PyBytes_AS_STRING(data)
+        cdef Py_ssize_t n = PyBytes_GET_SIZE(data), pos, e
+        cdef Span sp = Span()
+        cdef BpeScratch sc
+        cdef int rc = BPE_OK
+        if not span_kind_ok(self.pretok_kind):
+            raise ValueError("this encoder's pretokenizer cannot encode a text in parts")
+        if not 0 <= start <= stop <= n:
+            raise ValueError("encode_span: need 0 <= start <= stop <= len(data)")
+        while start < n and (s[start] & 0xC0) == 0x80:      # start < n
+            start += 1
+        sp.start = start
+        pos = start
+        scratch_init(&sc)
+        with nogil:
+            sp.rec_pos[0] = pos; sp.rec_ids[0] = 0; sp.n_rec = 1
+            while pos < stop and sp.n_rec < SPAN_RECORD:
+                e = next_piece_end(self.pretok_kind, s, n, pos)
+                rc = encode_piece_cached(&self.state, s + pos, e - pos, &sp.ids, &sc)
+                if rc != BPE_OK:
+                    break
+                pos = e
+                sp.rec_pos[sp.n_rec] = pos              # n_rec < SPAN_RECORD (loop test)
+                sp.rec_ids[sp.n_rec] = sp.ids.size
+                sp.n_rec += 1
+            if rc == BPE_OK and pos < stop:
+                rc = encode_state_span(&self.state, s, n, pos, stop, &sp.ids, &sc, &pos)
+            scratch_free(&sc)
+        if rc != BPE_OK:
+            raise MemoryError()
+        sp.end = pos
+        sp.text_len = n
+        sp.owner = self
+        return sp
+
+    cdef int _join(self, const uint8_t* s, Py_ssize_t n, list spans, IdVec* out) except -1:
+        # out = the ids of the whole text: each span extended piece by piece until it meets the next one.
+        cdef Py_ssize_t i, j, b, e, skip = 0, k = len(spans)
+        cdef Span cur, nxt
+        cdef BpeScratch sc
+        cdef int rc = BPE_OK
+        scratch_init(&sc)
+        try:
+            for i in range(k):
+                cur = <Span>spans[i]
+                if cur.ids.size - skip > 0:
+                    if idvec_reserve(out, cur.ids.size - skip) != BPE_OK:
+                        raise MemoryError()
+                    memcpy(out.data + out.size, cur.ids.data + skip, (cur.ids.size - skip) * sizeof(uint32_t))
+                    out.size += cur.ids.size - skip
+                if i == k - 1:
+                    break
+                nxt = <Span>spans[i + 1]
+                b = cur.end
+                j = 0
+                with nogil:
+                    while True:
+                        while j < nxt.n_rec and nxt.rec_pos[j] < b:
+                            j += 1
+                        if j == nxt.n_rec or b >= n:
+                            break                                  # no meeting point among the records
+                        if nxt.rec_pos[j] == b:
+                            break
+                        e = next_piece_end(self.pretok_kind, s, n, b)
+                        rc = encode_piece_cached(&self.state, s + b, e - b, out, &sc)
+                        if rc != BPE_OK:
+                            break
+                        b = e
+                if rc != BPE_OK:
+                    raise MemoryError()
+                if j < nxt.n_rec and nxt.rec_pos[j] == b:
+                    skip = nxt.rec_ids[j]                          # j < n_rec: tested
+                    continue
+                # The parses never met (a piece longer than the records span): finish sequentially.
+                if b < n:
+                    with nogil:
+                        rc = encode_state_span(&self.state, s, n, b, n, out, &sc, &e)
+                    if rc != BPE_OK:
+                        raise MemoryError()
+                break
+        finally:
+            scratch_free(&sc)
+        return 0
+
+    def join_spans(self, bytes data not None, list spans, bint flat=False):
+        """The ids of all of `data` from Spans of it made by encode_span over consecutive ranges that
+        start at 0 and end at len(data): a list of ints, or with flat=True a bytearray of native uint32."""
+        cdef IdVec out
+        cdef bytearray buf
+        cdef Py_ssize_t i, n = len(data)
+        cdef Span sp
+        for i in range(len(spans)):
+            sp = spans[i]                         # a checked cast: TypeError for anything but a Span
+            if sp is None or sp.owner is not self or sp.text_len != n:
+                raise ValueError(f"join_spans: span {i} was not made by this encoder from this text")
+            if i and sp.start > (<Span>spans[i - 1]).end:
+                raise ValueError(f"join_spans: span {i} starts after span {i - 1} ends")
+        if not spans or (<Span>spans[0]).start != 0 or (<Span>spans[len(spans) - 1]).end != n:
+            raise ValueError("join_spans: the spans must cover the text from its start to its end")
+        out.data = NULL; out.size = 0; out.cap = 0
+        try:
+            self._join(<const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), spans, &out)
+            if not flat:
+                return self.ids_to_list(&out)
+            buf = bytearray(out.size * sizeof(uint32_t))
+            if out.size:
+                memcpy(<char*>buf, out.data, out.size * sizeof(uint32_t))
+            return buf
         finally:
             idvec_free(&out)
 

@@ -26,6 +26,9 @@ MIN_PARALLEL_BATCH = 8
 # Python-level pipelines use threads only when texts average at least this many characters, where the
 # native encode (GIL released) dominates.
 PARALLEL_PYTHON_BYTES = 65536
+# A text at least this long (UTF-8 bytes) in a batch is itself cut into parts encoded on all threads
+# (CoreEncoder.encode_span / join_spans: exact whatever the cut points).
+LONG_TEXT_SPLIT_BYTES = 1 << 18
 
 
 def _utf8(text: str) -> bytes:
@@ -375,13 +378,45 @@ class Encoding:
             _check_text(t)
         if not self._native_plain() or self._needs_cut(texts):
             return self._map(self._encode_plain_cut, texts, num_threads)
-        chunks = self._chunks([_utf8(t) for t in texts], num_threads)
-        if len(chunks) == 1:
-            return self._core.encode_many(chunks[0])
         out: List[List[int]] = []
-        for part in _pool().map(self._core.encode_many, chunks):
-            out += part
+        for datas, long in self._groups([_utf8(t) for t in texts], num_threads):
+            if long:
+                out.append(self._encode_long(datas[0], num_threads, flat=False))
+                continue
+            chunks = self._chunks(datas, num_threads)
+            if len(chunks) == 1:
+                out += self._core.encode_many(chunks[0])
+            else:
+                for part in _pool().map(self._core.encode_many, chunks):
+                    out += part
         return out
+
+    def _groups(self, datas: list, num_threads: Optional[int]):
+        """(texts, False) runs of ordinary texts and ([text], True) for each text long enough to be cut into
+        parts itself, in order."""
+        threads = _thread_count(num_threads)
+        if threads <= 1 or not self._core.can_split or all(len(d) < LONG_TEXT_SPLIT_BYTES for d in datas):
+            return [(datas, False)]
+        groups, run = [], []
+        for d in datas:
+            if len(d) >= LONG_TEXT_SPLIT_BYTES:
+                if run:
+                    groups.append((run, False))
+                    run = []
+                groups.append(([d], True))
+            else:
+                run.append(d)
+        if run:
+            groups.append((run, False))
+        return groups
+
+    def _encode_long(self, data: bytes, num_threads: Optional[int], flat: bool):
+        """One long text on all threads: a part per thread, joined exactly (see _encoder.Span)."""
+        core, n = self._core, len(data)
+        k = max(1, min(_thread_count(num_threads), n // (LONG_TEXT_SPLIT_BYTES // 2)))
+        cuts = [n * i // k for i in range(k + 1)]
+        spans = list(_pool().map(lambda i: core.encode_span(data, cuts[i], cuts[i + 1]), range(k)))
+        return core.join_spans(data, spans, flat)
 
     def encode_batch(self, texts: Sequence[str], *, num_threads: Optional[int] = None,
                      allowed_special: AllowedSpecial = frozenset(), disallowed_special: DisallowedSpecial = "all",
@@ -413,9 +448,15 @@ class Encoding:
         if self._native_plain() and not allowed_special and not self._needs_cut(texts):
             for t in texts:
                 self._policy(t, allowed_special, disallowed_special)
-            chunks = self._chunks([_utf8(t) for t in texts], num_threads)
-            results = (list(_pool().map(self._core.encode_many_flat, chunks)) if len(chunks) > 1
-                       else [self._core.encode_many_flat(chunks[0])])
+            results = []
+            for datas, long in self._groups([_utf8(t) for t in texts], num_threads):
+                if long:
+                    ids_buf = self._encode_long(datas[0], num_threads, flat=True)
+                    results.append((ids_buf, np.array([len(ids_buf) // 4], dtype=np.int64).tobytes()))
+                    continue
+                chunks = self._chunks(datas, num_threads)
+                results += (list(_pool().map(self._core.encode_many_flat, chunks)) if len(chunks) > 1
+                            else [self._core.encode_many_flat(chunks[0])])
             parts, pos, base = [], 1, 0
             for ids_buf, ends_buf in results:
                 ends = np.frombuffer(ends_buf, dtype=np.int64)
