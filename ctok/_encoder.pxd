@@ -60,6 +60,9 @@ cdef class CoreEncoder:
     cdef IdVec short_out
     cdef BpeScratch short_scratch
     cdef bint short_busy
+    # True: encode_str raises UnicodeEncodeError at a lone surrogate (tokenizer.json files refuse such
+    # text) instead of replacing it with U+FFFD (tiktoken's rule).
+    cdef public bint surrogates_raise
 
     cdef list ids_to_list(self, IdVec* v)
     cdef _check_kind(self)

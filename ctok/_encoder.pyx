@@ -39,6 +39,7 @@ cdef extern from "_utf8.h":
 
 cdef extern from "Python.h":
     Py_ssize_t PyUnicode_GET_LENGTH(object s)
+    bint PyUnicode_IS_ASCII(object s)
     PyObject* PyErr_Occurred()
     const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
@@ -680,6 +681,8 @@ cdef class CoreEncoder:
             try:
                 s = PyUnicode_AsUTF8AndSize(text, &n)
             except UnicodeEncodeError:
+                if self.surrogates_raise:
+                    raise
                 fixed = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
                 s = PyUnicode_AsUTF8AndSize(fixed, &n)
                 text = fixed                               # keeps the buffer alive below
@@ -842,9 +845,11 @@ cdef class FastEncode:
     cdef object plain
     cdef Py_UCS4 firsts[8]
     cdef int n_firsts               # -1: too many distinct first characters to scan for; use `slow`
+    cdef bint ascii_only            # only ASCII text takes the shortcut (a Unicode normalizer leaves it as is)
 
-    def __init__(self, CoreEncoder core, slow, special_names, plain=None):
+    def __init__(self, CoreEncoder core, slow, special_names, plain=None, *, bint ascii_only=False):
         cdef set firsts = {name[0] for name in special_names if name}
+        self.ascii_only = ascii_only
         self.core = core
         self.slow = slow
         self.plain = core.encode_str if plain is None else plain    # e.g. a PrefixCache.bind(core)
@@ -861,6 +866,7 @@ cdef class FastEncode:
         cdef int i
         cdef Py_ssize_t n
         if (type(text) is str and self.n_firsts >= 0 and not add_special_tokens
+                and (not self.ascii_only or PyUnicode_IS_ASCII(text))
                 and (allowed_special is _NO_SPECIALS or not allowed_special)
                 and (disallowed_special is "all" or disallowed_special == "all")):
             n = len(<str>text)
@@ -868,9 +874,49 @@ cdef class FastEncode:
                 if PyUnicode_FindChar(text, self.firsts[i], 0, n, 1) >= 0:
                     break
             else:
-                return self.plain(text)
+                try:
+                    return self.plain(text)
+                except UnicodeEncodeError:
+                    pass                # a lone surrogate where the file refuses them: `slow` says so
         return self.slow(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
                          add_special_tokens=add_special_tokens)
+
+
+cdef class FastOrdinary:
+    """`Encoding.encode_ordinary` for tokenizer.json files whose pipeline, on text holding no added
+    token, is exactly the compiled encoder (no normalizer, a native pretokenizer): text that holds none of
+    the characters added tokens start with goes straight to `core.encode_str`; all else to `slow`."""
+    cdef CoreEncoder core
+    cdef object slow
+    cdef Py_UCS4 firsts[8]
+    cdef int n_firsts
+    cdef bint ascii_only            # only ASCII text takes the shortcut (a Unicode normalizer leaves it as is)
+
+    def __init__(self, CoreEncoder core, slow, firsts, *, bint ascii_only=False):
+        if len(firsts) > 8:
+            raise ValueError("FastOrdinary: at most 8 first characters")
+        self.ascii_only = ascii_only
+        self.core = core
+        self.slow = slow
+        self.n_firsts = 0
+        for c in sorted(firsts):
+            self.firsts[self.n_firsts] = ord(c)
+            self.n_firsts += 1
+
+    def __call__(self, text):
+        cdef int i
+        cdef Py_ssize_t n
+        if type(text) is str and (not self.ascii_only or PyUnicode_IS_ASCII(text)):
+            n = len(<str>text)
+            for i in range(self.n_firsts):
+                if PyUnicode_FindChar(text, self.firsts[i], 0, n, 1) >= 0:
+                    break
+            else:
+                try:
+                    return self.core.encode_str(text)
+                except UnicodeEncodeError:
+                    pass
+        return self.slow(text)
 
 
 

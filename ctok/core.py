@@ -83,6 +83,23 @@ class Encoding:
         self._plain = self._core.encode_str
         if self._native_plain():
             self.set_prefix_cache(None)
+        else:
+            self._set_hf_shortcuts()
+
+    def _set_hf_shortcuts(self):
+        """tokenizer.json files whose ordinary text needs no Python stage: encode/encode_ordinary of text
+        holding no added token's first character go straight to the compiled encoder."""
+        route = self._hf.native_route() if self._hf is not None else None
+        if route is None or len(route[0]) > 8 or self.long_input_split:
+            return
+        firsts, ascii_only = route
+        from ._encoder import FastEncode, FastOrdinary
+        self._core.surrogates_raise = True
+        self.encode_ordinary = FastOrdinary(self._core, self._encode_ordinary_slow, firsts, ascii_only=ascii_only)
+        self.encode = FastEncode(self._core, self._encode_full, firsts, self._core.encode_str, ascii_only=ascii_only)
+
+    def _encode_ordinary_slow(self, text):
+        return Encoding.encode_ordinary(self, text)
 
     def set_prefix_cache(self, max_bytes: Optional[int]) -> None:
         """Reuse the ids of shared prompt prefixes (ctok._prefix), within max_bytes of memory; 0 turns it
@@ -119,6 +136,8 @@ class Encoding:
                 from ._encoder import FastEncode
                 other.encode_ordinary = other._plain
                 other.encode = FastEncode(other._core, other._encode_full, other.special_tokens, other._plain)
+        else:
+            other._set_hf_shortcuts()
         return other
 
     def _cut(self, text: str):

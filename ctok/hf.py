@@ -1194,6 +1194,22 @@ class HFPipeline:
             out = self.post_process(out)
         return out
 
+    def native_route(self):
+        """(firsts, ascii_only) when text holding none of the characters `firsts` (the first character of
+        every added token) is encoded by the compiled encoder alone, exactly (`core.encode_str`), if it is
+        ASCII where ascii_only says so (Unicode normalization forms leave ASCII as it is); None when some
+        stage runs in Python (another normalizer, a Python pre-tokenizer or BPE, a prefix space to add) or
+        an added token is empty."""
+        if self._fast_kind is None or self._fast_prefix_space or self._encoder is not self.core:
+            return None
+        if any(kind != "unicode" for kind, _ in self._norm_ops):
+            return None
+        contents = [t.content for t in self._added_r.values()]
+        contents += [self._normalized_cache.get(i, t.content) for i, t in self._added_r.items()]
+        if any(not c for c in contents):
+            return None
+        return {c[0] for c in contents}, bool(self._norm_ops)
+
     def encode_without_added_tokens(self, text: str) -> List[int]:
         """Normalizer, pre-tokenizer and model only: no added token is matched, special or not (what
         transformers' `_encode_without_added_tokens` runs on user text in `sanitize_control_tokens` mode)."""

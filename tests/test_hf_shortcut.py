@@ -1,0 +1,81 @@
+"""tokenizer.json files whose ordinary text needs no Python stage (no normalizer or only a Unicode normal form,
+a native pre-tokenizer, no prefix space to add) route `encode` / `encode_ordinary` of text holding no added
+token's first character straight to the compiled encoder (FastOrdinary / FastEncode).  Whatever route a text
+takes, the ids must be HF tokenizers' (`encode_special_tokens=True`, no post-processor), lone surrogates must
+still raise, and str subclasses and non-str inputs behave as on the slow route."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from _shared import adversarial_strings, assert_same_ids, corpus_names, corpus_text, vocab_path
+
+ctok = pytest.importorskip("ctok")
+tokenizers = pytest.importorskip("tokenizers")
+from ctok.errors import InvalidTextError  # noqa: E402
+
+# file -> whether it must take the shortcut (the test then proves the shortcut, not only the slow route)
+FILES = {
+    "llama3-hf/tokenizer.json": True,
+    "qwen3/tokenizer.json": True,              # NFC: ASCII text only
+    "deepseek-v3/tokenizer.json": True,
+    "gpt2/tokenizer.json": True,
+    "gpt-neox-20b/tokenizer.json": True,       # NFC: ASCII text only
+    "mistral-7b-v0.1/tokenizer.json": False,   # Prepend/Replace normalizer: Python stages
+}
+
+
+def _texts(rnd):
+    out = [t for _, t in adversarial_strings() if len(t) < 5000]
+    out += [corpus_text(n, 3000) for n in corpus_names()]
+    ascii_bits = ["hello", " world", "<", "<|", "<|im_end|>", "<|begin_of_text|>", "<think>", "</s>", "<s>",
+                  "  ", "\n", "123", "'s", "x<y", "a < b", "\t", "e\u0301", "\u00e9", "中文", "😀", "<｜User｜>"]
+    for _ in range(300):
+        out.append("".join(rnd.choice(ascii_bits) for _ in range(rnd.randint(0, 12))))
+    return out
+
+
+@pytest.mark.parametrize("rel", sorted(FILES))
+def test_routes_agree_with_hf(rel):
+    path = vocab_path(*rel.split("/"))
+    enc = ctok.load(str(path))
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ref.encode_special_tokens = True
+    assert (type(enc.__dict__.get("encode_ordinary")).__name__ == "FastOrdinary") == FILES[rel]
+    for text in _texts(random.Random(11)):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            with pytest.raises(InvalidTextError):
+                enc.encode_ordinary(text)
+            with pytest.raises(InvalidTextError):
+                enc.encode(text)
+            continue
+        want = ref.encode(text, add_special_tokens=False).ids
+        assert_same_ids(enc.encode_ordinary(text), want, text, label=f"{rel} encode_ordinary")
+        try:
+            got = enc.encode(text)
+        except ctok.DisallowedSpecialError:
+            assert any(s in text for s in enc.special_tokens)
+            continue
+        assert_same_ids(got, want, text, label=f"{rel} encode")
+
+
+class _S(str):
+    pass
+
+
+@pytest.mark.parametrize("rel", ["llama3-hf/tokenizer.json", "qwen3/tokenizer.json"])
+def test_shortcut_inputs_like_slow_route(rel):
+    enc = ctok.load(str(vocab_path(*rel.split("/"))))
+    assert enc.encode_ordinary(_S("hello world")) == enc.encode_ordinary("hello world")
+    for bad in (b"bytes", 3, None):
+        with pytest.raises(TypeError):
+            enc.encode_ordinary(bad)
+        with pytest.raises(TypeError):
+            enc.encode(bad)
+    long_text = "word " * 1000 + "\ud800"            # long enough for the encoder's own UTF-8 conversion
+    with pytest.raises(InvalidTextError):
+        enc.encode_ordinary(long_text)
+    assert enc.encode("hi", add_special_tokens=True)[-1] == enc.encode("hi")[-1]
