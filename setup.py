@@ -27,7 +27,7 @@ if sys.platform == "win32":
 else:
     cflags = ["-O0", "-g", "-UNDEBUG"] if DEBUG else ["-O3", "-fno-strict-aliasing"]
 
-MODULES = ["_vocab", "_bpe", "_pretok", "_piece_cache", "_encoder", "_prefix"]
+MODULES = ["_vocab", "_bpe", "_pretok", "_piece_cache", "_encoder", "_prefix", "_stream"]
 # CTOK_MODULES=_pretok,_bpe builds a subset (handy while one module is being edited).
 if os.environ.get("CTOK_MODULES"):
     MODULES = [m for m in MODULES if m in os.environ["CTOK_MODULES"].split(",")]

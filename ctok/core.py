@@ -59,7 +59,7 @@ class Encoding:
         self._special_ids = {v: k for k, v in self.special_tokens.items()}
         self._special_names = frozenset(self.special_tokens)
         self.n_vocab = hf_pipeline.n_vocab if hf_pipeline else spec.n_vocab
-        self._stream_bytes = None           # per-id bytes for ByteWindowDecoder, shared by its streams
+        self._stream_bytes = None           # per-id pieces for ctok._stream's decoders, shared by its streams
         self.pattern = spec.pattern
         if hf_pipeline is not None:
             self._core = hf_pipeline.core
@@ -522,13 +522,17 @@ class Encoding:
     def stream_decoder(self, errors: str = "replace", *, skip_special_tokens: bool = False):
         """An incremental detokenizer: `.step(token) -> str` returns newly completed text, `.flush()` the rest."""
         if self._hf is not None:
-            if getattr(self._hf, "_bytelevel_only", False):
-                from ._encoder import ByteWindowDecoder
-                from .hf import _SpecialBytes
+            from . import _stream
+            from .hf import _SpecialBytes
+            strips = self._hf.fused_stream_strips()
+            if getattr(self._hf, "_bytelevel_only", False) or strips is not None:
                 if self._stream_bytes is None:
                     self._stream_bytes = [None] * self.n_vocab
-                return ByteWindowDecoder(self._hf.bytelevel_token_bytes, _SpecialBytes, self._stream_bytes,
-                                         skip_special_tokens)
+                if strips is None:
+                    return _stream.ByteWindowDecoder(self._hf.bytelevel_token_bytes, _SpecialBytes,
+                                                     self._stream_bytes, skip_special_tokens)
+                return _stream.FusedWindowDecoder(self._hf.fused_stream_piece, _SpecialBytes, self._stream_bytes,
+                                                  strips, skip_special_tokens)
             return _WindowStreamDecoder(self, skip_special_tokens)
         return _ByteStreamDecoder(self, errors, skip_special_tokens)
 
@@ -614,9 +618,14 @@ class _WindowStreamDecoder:
         return ""
 
     def flush(self) -> str:
-        """Text still held back (e.g. a final incomplete byte sequence, decoded with U+FFFD)."""
+        """Text still held back (e.g. a final incomplete byte sequence, decoded with U+FFFD); when the window
+        no longer extends the text already given, the ids not yet given decoded on their own (as
+        _stream.FusedWindowDecoder.flush)."""
         text = self._decode(self._ids)
-        new = text[len(self._prefix):] if len(text) > len(self._prefix) and text.startswith(self._prefix) else ""
+        if text.startswith(self._prefix):
+            new = text[len(self._prefix):]
+        else:
+            new = self._decode(self._ids[self._prefix_index:])
         self._ids, self._prefix, self._prefix_index = [], "", 0
         return new
 

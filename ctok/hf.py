@@ -1268,31 +1268,54 @@ class HFPipeline:
             parts.append(b)
         return b"".join(parts).decode("utf-8", "replace")
 
+    def fused_piece(self, i):
+        """(piece, is_special) of id i for a fused chain: the byte value of a <0xXX> token after the Replace
+        steps, else the token's text after them; piece None for an unknown id (HF skips it).  Cached."""
+        t = self._token_str(int(i))
+        if t is None:
+            v = (None, False)
+        else:
+            is_special = t in self._special_set
+            for step in self._fused_chain[0]:
+                t = _decode_step(step, [t])[0]
+            m = _BYTE_TOKEN.fullmatch(t) if len(t) <= 6 else None
+            if m is not None and len(t.encode("utf-8")) == 6:
+                v = (int(m.group(1), 16), is_special)
+            else:
+                v = (t, is_special)
+        if len(self._id_piece) < 1_000_000:
+            self._id_piece[i] = v
+        return v
+
+    def fused_stream_piece(self, i):
+        """fused_piece(i) as _stream.FusedWindowDecoder keeps it: None (unknown id), an int (a byte value, plus
+        256 when the token is special), or the text's UTF-8 (a _SpecialBytes when special)."""
+        piece, is_special = self.fused_piece(i)
+        if piece is None:
+            return None
+        if type(piece) is int:
+            return piece + 256 if is_special else piece
+        b = piece.encode("utf-8", "surrogatepass")
+        return _SpecialBytes(b) if is_special else b
+
+    def fused_stream_strips(self):
+        """The steps after Fuse as [(character's UTF-8, start, stop)] when they are all Strip steps (what
+        FusedWindowDecoder runs natively), else None."""
+        if self._fused_chain is None or any(kind != "strip" for kind, _ in self._fused_chain[1]):
+            return None
+        return [(ch.encode("utf-8", "surrogatepass"), start, stop) for _, (ch, start, stop) in self._fused_chain[1]]
+
     def _decode_fused(self, ids, skip_special_tokens):
         """Replace* + ByteFallback + Fuse + rest: per-token work cached per id, byte runs joined, then the rest
         of the chain on the fused string (the same result as running the chain token by token)."""
-        pre, post = self._fused_chain
+        post = self._fused_chain[1]
         cache = self._id_piece
-        special = self._special_set
         parts: List[str] = []
         buf = bytearray()
         for i in ids:
             v = cache.get(i)
             if v is None:
-                t = self._token_str(int(i))
-                if t is None:
-                    v = (None, False)
-                else:
-                    is_special = t in special
-                    for step in pre:
-                        t = _decode_step(step, [t])[0]
-                    m = _BYTE_TOKEN.fullmatch(t) if len(t) <= 6 else None
-                    if m is not None and len(t.encode("utf-8")) == 6:
-                        v = (int(m.group(1), 16), is_special)
-                    else:
-                        v = (t, is_special)
-                if len(cache) < 1_000_000:
-                    cache[i] = v
+                v = self.fused_piece(i)
             piece, is_special = v
             if piece is None or (skip_special_tokens and is_special):
                 continue
