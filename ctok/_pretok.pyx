@@ -429,13 +429,117 @@ cdef Py_ssize_t scan_deepseek(const unsigned char* s, Py_ssize_t n, Py_ssize_t p
         p += k
 
 
+# ---------------------------------------------------------------- ASCII shapes, inline
+# Why: most pieces of English and code are a handful of ASCII shapes (" word", "Word", ",", " (", "123").  These
+# return their end without a call into the general scanners, whose prologue alone costs more than the scan;
+# every other case, and any shape whose run reaches a non-ASCII byte (where a class may go on), returns -1 and
+# the general scanner decides, from the same position.  Each shape below is the alternative the general
+# scanner takes for that input (the comments name it); tests/test_pretok.py checks both against the references.
+
+cdef inline Py_ssize_t ascii_punct_piece(const unsigned char* s, Py_ssize_t n, Py_ssize_t i,
+                                         bint slash) noexcept nogil:
+    """The rest of `[^\s\p{L}\p{N}]+[\r\n]*` (or `[\r\n/]*` when slash) from i, inside the punctuation run: its
+    end, or -1 when the run reaches a non-ASCII character (which may be punctuation too)."""
+    while i < n and s[i] < 0x80 and not (ctok_ascii_flags[s[i]] & LWSN):  # i < n; s[i] < 128
+        i += 1
+    if i < n and s[i] >= 0x80:  # i < n checked first
+        return -1
+    while i < n and (s[i] == 13 or s[i] == 10 or (slash and s[i] == 47)):  # i < n checked first
+        i += 1
+    return i
+
+
+cdef inline Py_ssize_t ascii_digits_piece(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos,
+                                          int most) noexcept nogil:
+    """`\p{N}{1,most}` at pos (an ASCII digit): its end, or -1 when a non-ASCII character could extend it."""
+    cdef Py_ssize_t e = pos + 1
+    while e < n and e < pos + most and <unsigned char>(s[e] - 48) < 10:  # e < n checked first
+        e += 1
+    if e < n and e < pos + most and s[e] >= 0x80:  # e < n checked first
+        return -1
+    return e
+
+
+cdef inline Py_ssize_t o200k_ascii(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, bint slash) noexcept nogil:
+    """scan_o200k_like for o200k (slash) and Kimi (not slash) on the ASCII shapes above, or -1."""
+    cdef unsigned char c = s[pos], d  # pos < n by contract
+    cdef uint16_t f
+    cdef Py_ssize_t q, u, e
+    if c >= 0x80 or pos + 1 >= n:
+        return -1
+    d = s[pos + 1]  # pos + 1 < n checked above
+    f = ctok_ascii_flags[c]  # c < 128
+    # [^\r\n\p{L}\p{N}]? then letters, where the prefix is taken when c may be one and a letter follows
+    q = pos + 1 if (not (f & (CT_L | CT_N | CT_CRLF)) and is_alpha(d)) else pos
+    if is_alpha(s[q]):  # q <= pos + 1 < n
+        u = q
+        while u < n and <unsigned char>(s[u] - 65) < 26:  # u < n checked first; 'A'..'Z'
+            u += 1
+        e = ctok_lower_end(s, n, u)
+        if e < n and s[e] >= 0x80:  # e < n checked first: a non-ASCII letter may go on
+            return -1
+        # e > u: [UP]*[LO]+ (capitals, then lowercase); e == u > q: [UP]+[LO]* with LO* empty.  In ASCII the
+        # classes are disjoint, so neither leaves room for backtracking.
+        return contraction(s, n, e, True)
+    if d >= 0x80:
+        return -1
+    if f & CT_N:
+        return ascii_digits_piece(s, n, pos, 3)                  # \p{N}{1,3}
+    if not (f & LWSN):
+        return ascii_punct_piece(s, n, pos + 1, slash)           # ?[^\s\p{L}\p{N}]+ without the space
+    if c == 32 and not (ctok_ascii_flags[d] & LWSN):              # d < 128
+        return ascii_punct_piece(s, n, pos + 2, slash)           # the same after one space
+    return -1
+
+
+cdef inline Py_ssize_t cl100k_ascii(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, int most) noexcept nogil:
+    """scan_cl100k_like for cl100k / Llama 3 (most = 3 digits) and Qwen (most = 1) on the ASCII shapes above,
+    or -1.  A piece starting with an apostrophe may be a contraction: left to the general scanner."""
+    cdef unsigned char c = s[pos], d  # pos < n by contract
+    cdef uint16_t f
+    cdef Py_ssize_t e
+    if c >= 0x80 or c == 39 or pos + 1 >= n:
+        return -1
+    d = s[pos + 1]  # pos + 1 < n checked above
+    f = ctok_ascii_flags[c]  # c < 128
+    if is_alpha(c):
+        e = ctok_alpha_end(s, n, pos + 1)                         # \p{L}+
+    elif not (f & (CT_L | CT_N | CT_CRLF)) and is_alpha(d):
+        e = ctok_alpha_end(s, n, pos + 2)                         # [^\r\n\p{L}\p{N}]\p{L}+
+    else:
+        if d >= 0x80:
+            return -1
+        if f & CT_N:
+            return ascii_digits_piece(s, n, pos, most)           # \p{N}{1,most}
+        if not (f & LWSN):
+            return ascii_punct_piece(s, n, pos + 1, False)       # ?[^\s\p{L}\p{N}]+[\r\n]* without the space
+        if c == 32 and not (ctok_ascii_flags[d] & LWSN):          # d < 128
+            return ascii_punct_piece(s, n, pos + 2, False)
+        return -1
+    if e < n and s[e] >= 0x80:  # e < n checked first: a non-ASCII letter may go on
+        return -1
+    return e
+
+
+cdef inline Py_ssize_t o200k_piece(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, int kind) noexcept nogil:
+    cdef Py_ssize_t e = -1
+    if kind != PRETOK_TEKKEN:
+        e = o200k_ascii(s, n, pos, kind == PRETOK_O200K)
+    return e if e >= 0 else scan_o200k_like(s, n, pos, kind)
+
+
+cdef inline Py_ssize_t cl100k_piece(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, int kind) noexcept nogil:
+    cdef Py_ssize_t e = cl100k_ascii(s, n, pos, 1 if kind == PRETOK_QWEN else 3)
+    return e if e >= 0 else scan_cl100k_like(s, n, pos, kind)
+
+
 cdef Py_ssize_t next_piece_end(int kind, const unsigned char* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
     if kind == PRETOK_GPT2:
         return scan_gpt2(s, n, pos)
     if kind == PRETOK_CL100K or kind == PRETOK_LLAMA3 or kind == PRETOK_QWEN:
-        return scan_cl100k_like(s, n, pos, kind)
+        return cl100k_piece(s, n, pos, kind)
     if kind == PRETOK_O200K or kind == PRETOK_KIMI or kind == PRETOK_TEKKEN:
-        return scan_o200k_like(s, n, pos, kind)
+        return o200k_piece(s, n, pos, kind)
     if kind == PRETOK_DEEPSEEK:
         return scan_deepseek(s, n, pos)
     return n
@@ -448,12 +552,12 @@ cdef Py_ssize_t next_piece_ends(int kind, const unsigned char* s, Py_ssize_t n, 
     cdef Py_ssize_t k = 0
     if kind == PRETOK_O200K or kind == PRETOK_KIMI or kind == PRETOK_TEKKEN:
         while k < max_count and pos < n:
-            pos = scan_o200k_like(s, n, pos, kind)
+            pos = o200k_piece(s, n, pos, kind)
             ends[k] = pos                         # k < max_count: the caller's array holds max_count
             k += 1
     elif kind == PRETOK_CL100K or kind == PRETOK_LLAMA3 or kind == PRETOK_QWEN:
         while k < max_count and pos < n:
-            pos = scan_cl100k_like(s, n, pos, kind)
+            pos = cl100k_piece(s, n, pos, kind)
             ends[k] = pos
             k += 1
     else:
@@ -497,15 +601,18 @@ def piece_ends(int kind, bytes data):
 
 
 def count_pieces(int kind, bytes data):
-    """Number of pieces of data, computed without the GIL (benchmarks)."""
+    """Number of pieces of data, computed without the GIL (benchmarks), 16 piece ends at a time as the encoder
+    asks for them (next_piece_ends)."""
     _check_kind(kind)
     cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(data)
     cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
-    cdef Py_ssize_t pos = 0, count = 0
+    cdef Py_ssize_t pos = 0, count = 0, k
+    cdef Py_ssize_t ends[16]
     with nogil:
         while pos < n:
-            pos = next_piece_end(kind, s, n, pos)
-            count += 1
+            k = next_piece_ends(kind, s, n, pos, ends, 16)     # 1 <= k <= 16
+            pos = ends[k - 1]
+            count += k
     return count
 
 

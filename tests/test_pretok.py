@@ -306,6 +306,35 @@ def test_adversarial(kind):
         assert_tiktoken_splits_many(pt.PATTERNS[kind], [t for t in texts if t], NAME[kind])
 
 
+# ASCII shapes that the scanners answer inline (o200k_ascii, cl100k_ascii), the edges where they hand over to the
+# general scanner (a non-ASCII letter, digit or punctuation mark right after an ASCII run), and segment ends.
+ASCII_POOL = (list("abcdefghijklmnopqrstuvwxyz") * 2 + list("ABCDEFGHIJKLMNOPQRSTUVWXYZ") * 2 + list("0123456789")
+              + [" "] * 12 + ["\n", "\r", "\t", "\r\n", "  ", "\x0b", "\x1c"]
+              + list("'''\"!?.,;:-_/\\()[]{}<>@#$%^&*+=|~`") + ["'s", "'S", "'ll", "'Ve", "'d", "'x", "/\n", "\n/"]
+              + ["é", "É", "ſ", "’", "“", "٣", "½", "\u0301", "中", "\u00a0", "ǅ", "…", "😀"])
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS, ids=_ids(ALL_KINDS))
+def test_ascii_shapes_and_their_edges(kind):
+    rng = random.Random(77 + kind)
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    texts = []
+    for _ in range(400):
+        words = []
+        for _ in range(rng.randint(1, 12)):
+            if rng.random() < 0.5:
+                words.append(rng.choice([" ", "", "(", '"', "'", "\n"])
+                             + "".join(rng.choice(letters) for _ in range(rng.randint(1, 9))))
+            else:
+                words.append(rng.choice(ASCII_POOL) * rng.randint(1, 4))
+        texts.append("".join(words))
+    for t in texts[:150]:                 # each its own segment: its end is the regex's $
+        check_kind(kind, t, repr(t), tk=False)
+    check_kind(kind, "".join(texts), "ascii shapes joined")
+    if kind in TIKTOKEN_KINDS:
+        assert_tiktoken_splits_many(pt.PATTERNS[kind], texts[:150], NAME[kind])
+
+
 def test_short_segments_exhaustive():
     """Every string of length <= 3 over a small alphabet of class representatives, as its own segment."""
     alphabet = ["a", "A", "s", "ſ", "'", " ", "\n", "\r", "1", "!", "/", "\u0301", "中", "・", "\u00a0", "ǅ"]
