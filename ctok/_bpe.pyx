@@ -204,6 +204,20 @@ cdef inline bint seam_ok(const uint8_t* bits, const uint8_t* s, Py_ssize_t n, Py
     return True
 
 
+cdef inline bint all_ascii(const uint8_t* s, Py_ssize_t n) noexcept nogil:
+    # No byte >= 0x80 in s[0:n], 8 bytes a step.
+    cdef uint64_t acc = 0, w
+    cdef Py_ssize_t i = 0
+    while i + 8 <= n:
+        memcpy(&w, s + i, 8)                                # i + 8 <= n
+        acc |= w
+        i += 8
+    while i < n:
+        acc |= s[i]                                         # i < n
+        i += 1
+    return (acc & 0x8080808080808080ULL) == 0
+
+
 cdef Py_ssize_t symbolize_chars(const Tables* vocab, BpeScratch* sc, const uint8_t* s, Py_ssize_t n,
                                 uint32_t* ids) noexcept nogil:
     # Whole characters as the first symbols of a byte-level piece, or -1 to take bytes (symbolize).
@@ -466,8 +480,8 @@ cdef int merge_only(const Tables* vocab, const BpeOptions* opt, const uint8_t* s
     if scratch_reserve(scratch, n + 1) != BPE_OK or memo_ready(scratch, vocab) != BPE_OK:
         return BPE_NOMEM
     m = -1
-    if vocab.cp_token != NULL and not opt.char_level:
-        m = symbolize_chars(vocab, scratch, s, n, scratch.ids)
+    if vocab.cp_token != NULL and not opt.char_level and not all_ascii(s, n):
+        m = symbolize_chars(vocab, scratch, s, n, scratch.ids)   # -1 for a piece without multi-byte characters
         bytewise = False
     if m < 0:
         if chars_only:
