@@ -107,6 +107,12 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
     cdef const Slot* e
     cdef bint whole = st.opt.whole_piece_first
     cdef const uint8_t* self_merges = NULL if st.opt.char_level else t.self_merges
+    # Locals, not fields: stores into out.data could alias the tables as far as the compiler knows, and
+    # it would load every field again after each one.
+    cdef const Slot* slots = t.slots
+    cdef uint64_t slot_mask = t.slot_mask
+    cdef uint32_t* data
+    cdef Py_ssize_t size
     end[0] = pos
     while pos < stop:
         bounds[0] = pos
@@ -125,20 +131,23 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
                 heads[j] = (load_head_padded(s + bounds[j], ln) if bounds[j] + 8 <= n
                             else load_head(s + bounds[j], ln))
                 hashes[j] = hash_bytes(s + bounds[j], ln, heads[j])
-                ctok_prefetch(&t.slots[hashes[j] & t.slot_mask])      # masked to the table size
+                ctok_prefetch(&slots[hashes[j] & slot_mask])          # masked to the table size
         # Most pieces are a token of at most 8 bytes found at its first probe: answered here, without
         # a call.  The reserve leaves room for one id per piece of this batch still to come.
         if out.size + k > out.cap and idvec_reserve(out, k) != BPE_OK:
             return BPE_NOMEM
+        data = out.data
+        size = out.size
         for j in range(k):
             ln = bounds[j + 1] - bounds[j]
             if ln <= 8:
-                e = &t.slots[hashes[j] & t.slot_mask]                  # masked to the table size
+                e = &slots[hashes[j] & slot_mask]                      # masked to the table size
                 # A free slot has len 0xFFFFFFFF, never equal to ln.
                 if e.len == ln and e.head == heads[j] and (whole or (self_merges != NULL and self_merges[e.id])):
-                    out.data[out.size] = e.id                          # size < cap: room kept for each piece to come
-                    out.size += 1
+                    data[size] = e.id                                  # size < cap: room kept for each piece to come
+                    size += 1
                     continue
+            out.size = size
             if ln <= max_len:
                 rc = encode_piece_hashed(st, s + bounds[j], ln, heads[j], hashes[j], out, sc)
             else:
@@ -148,6 +157,9 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
             # That piece may have taken more than its one reserved id: keep room for the rest.
             if out.size + (k - j) > out.cap and idvec_reserve(out, k - j) != BPE_OK:
                 return BPE_NOMEM
+            data = out.data                                            # the calls above may have moved it
+            size = out.size
+        out.size = size
         end[0] = pos
     return BPE_OK
 
