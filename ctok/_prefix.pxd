@@ -16,7 +16,7 @@ cdef Py_ssize_t cut_read_bound(const uint8_t* s, Py_ssize_t n, Py_ssize_t p) noe
 
 
 cdef class _Entry:
-    cdef object owner           # the bytes or str holding the cached text's UTF-8 form (kept alive)
+    cdef object owner           # the bytes, str or _Utf8Copy holding the cached text's UTF-8 form (kept alive)
     cdef const uint8_t* s       # that UTF-8 form, n bytes (read-only)
     cdef Py_ssize_t n
     cdef uint32_t* ids          # its token ids

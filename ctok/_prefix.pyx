@@ -62,6 +62,11 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
+    Py_ssize_t PyUnicode_GET_LENGTH(object s)
+    void* PyErr_Occurred()
+
+cdef extern from "_utf8.h":
+    const char* ctok_utf8_view(object text, Py_ssize_t* n, char** owned)
 from cpython.pythread cimport (PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock,
                                PyThread_acquire_lock, PyThread_release_lock, WAIT_LOCK, NOWAIT_LOCK)
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int32_t
@@ -457,18 +462,18 @@ cdef class PrefixCache:
         return self._encode(core, data, <const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
 
     def encode_str(self, CoreEncoder core not None, text):
-        """core.encode_str(text) (its UTF-8 form, which CPython caches inside the str), through the cache."""
+        """core.encode_str(text) through the cache (a long text's UTF-8 made by ctok, as the encoder makes it)."""
         cdef Py_ssize_t n
         cdef const char* s
+        cdef object holder
         if type(text) is not str:
             text = exact_str(text)
-        try:
-            s = PyUnicode_AsUTF8AndSize(text, &n)
-        except UnicodeEncodeError:                # lone surrogates: the encoder's own repair path
+        holder = _utf8_of(text, &s, &n)
+        if holder is None:                        # lone surrogates: the encoder's own repair path
             return core.encode_str(text)
         if n < self.min_bytes:
-            return core.encode_str(text)
-        return self._encode(core, text, <const uint8_t*>s, n)
+            return _direct(core, <const uint8_t*>s, n)
+        return self._encode(core, holder, <const uint8_t*>s, n)
 
     def bind(self, CoreEncoder core not None):
         """A callable text -> ids: `core.encode_str` through this cache (a drop-in for it; a bound method,
@@ -476,7 +481,7 @@ cdef class PrefixCache:
         return _BoundEncode(self, core).encode_str
 
     cdef list _encode(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n):
-        # data: the bytes or str whose UTF-8 form is s[0:n]; a kept entry holds it (and so the buffer)
+        # data: the bytes, str or _Utf8Copy whose UTF-8 form is s[0:n]; a kept entry holds it (and so the buffer)
         cdef Py_ssize_t n_blocks = n // PREFIX_BLOCK, k, level = 0, q = 0, m, p = 0, n_p = 0, j, size
         cdef const EncoderState* st = &core.state
         cdef int kind = core.pretok_kind
@@ -708,7 +713,48 @@ cdef class PrefixCache:
 cdef inline list _plain(CoreEncoder core, object data):
     if type(data) is bytes:
         return core.encode_ordinary(data)
+    if type(data) is _Utf8Copy:
+        return _direct(core, <const uint8_t*>(<_Utf8Copy>data).buf, (<_Utf8Copy>data).n)
     return core.encode_str(data)
+
+
+@cython.final
+cdef class _Utf8Copy:
+    """The UTF-8 form of a long str made by ctok_utf8_view (_utf8.h), owned here: an entry that keeps the text
+    keeps this, and the str itself is neither held nor given CPython's own UTF-8 copy."""
+    cdef char* buf
+    cdef Py_ssize_t n
+
+    def __cinit__(self):
+        self.buf = NULL
+        self.n = 0
+
+    def __dealloc__(self):
+        free(self.buf)
+
+
+cdef object _utf8_of(object text, const char** s, Py_ssize_t* n):
+    """The UTF-8 of an exact str: sets s and n, returns the object that keeps s alive (the str, or a
+    _Utf8Copy), or None at a lone surrogate (the encoder's repair path must run)."""
+    cdef char* owned = NULL
+    cdef _Utf8Copy copy
+    if PyUnicode_GET_LENGTH(text) >= 2048:        # the encoder's own threshold (_encoder.SHORT_TEXT)
+        s[0] = ctok_utf8_view(text, n, &owned)
+        if s[0] == NULL:
+            if PyErr_Occurred() != NULL:
+                raise MemoryError()
+            return None
+        if owned == NULL:
+            return text
+        copy = _Utf8Copy()
+        copy.buf = owned
+        copy.n = n[0]
+        return copy
+    try:
+        s[0] = PyUnicode_AsUTF8AndSize(text, n)
+    except UnicodeEncodeError:
+        return None
+    return text
 
 
 @cython.final
@@ -728,15 +774,15 @@ cdef class _BoundEncode:
     def encode_str(self, text):
         cdef Py_ssize_t n
         cdef const char* s
+        cdef object holder
         if type(text) is not str:
             text = exact_str(text)
-        try:
-            s = PyUnicode_AsUTF8AndSize(text, &n)
-        except UnicodeEncodeError:                # lone surrogates: the encoder's own repair path
+        holder = _utf8_of(text, &s, &n)
+        if holder is None:                        # lone surrogates: the encoder's own repair path
             return self.core.encode_str(text)
         if n < self.cache.min_bytes:              # no lookup: encode at once, as core.encode_str would
             return _direct(self.core, <const uint8_t*>s, n)
-        return self.cache._encode(self.core, text, <const uint8_t*>s, n)
+        return self.cache._encode(self.core, holder, <const uint8_t*>s, n)
 
 
 cdef list _direct(CoreEncoder core, const uint8_t* s, Py_ssize_t n):

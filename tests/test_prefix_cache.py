@@ -266,6 +266,18 @@ def test_str_entry_points_and_bind(o200k):
         assert enc(text) == core.encode_str(text) == core.encode_ordinary(text.encode("utf-8"))
         assert cache.encode_str(core, text[:len(system) + i]) == core.encode_str(text[:len(system) + i])
     assert cache.stats()["hits"] > 30
+    # A long non-ASCII text's UTF-8 is ctok's own copy (the entry owns it): the str gets no UTF-8 cache of
+    # CPython's, and its entry stays valid after the str is gone.
+    import sys
+    for k, chunk in enumerate(["Привет, мир! ", "naïve café “quoted” — ", "中文字符和日本語 ", "🙂 emoji 👍🏽 "]):
+        text = (chunk * 400) + str(k)
+        size = sys.getsizeof(text)
+        assert enc(text) == core.encode_ordinary(text.encode("utf-8"))
+        assert sys.getsizeof(text) == size
+        again = (chunk * 400) + str(k) + chunk * 3           # reuses the entry made from `text`
+        del text
+        assert enc(again) == core.encode_ordinary(again.encode("utf-8"))
+        assert cache.encode_str(core, again) == core.encode_str(again)
     lone = system + "\ud800 tail"                  # lone surrogate: the encoder's repair path
     assert enc(lone) == core.encode_str(lone)
     assert enc("short") == core.encode_str("short")
