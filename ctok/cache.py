@@ -2,9 +2,9 @@
 
 A cache file holds a JSON header (format version, the source file's path, size, mtime, ctime and inode,
 the load arguments, the Python-level facts of the vocabulary) and the native tables (`Vocab.to_bytes`),
-with a CRC-32 of header and tables.  It is used only if all of these match; otherwise it is rebuilt (a
+with a 64-bit checksum of header and tables (`_vocab.checksum64`).  It is used only if all of these match; otherwise it is rebuilt (a
 source rewritten in place with its mtime put back still changes its ctime).  `Vocab.from_bytes` also
-checks every index it will follow, so even a file that passes the CRC cannot cause a bad read.
+checks every index it will follow, so even a file that passes the checksum cannot cause a bad read.
 
 Where: $CTOK_CACHE_DIR, else $XDG_CACHE_HOME/ctok, else ~/.cache/ctok.  CTOK_CACHE_DIR=off disables it.
 An unwritable location only costs speed.  The folder stays bounded: each save drops the files whose source
@@ -17,13 +17,18 @@ import hashlib
 import json
 import os
 import struct
-import zlib
 from typing import Optional, Tuple
 
 MAGIC = b"CTOKVOC\x01"
-FORMAT_VERSION = 2          # 2: the CRC covers the header too; the stamp has ctime and inode
+FORMAT_VERSION = 3          # 2: the CRC covers the header too; the stamp has ctime and inode; 3: checksum64, not CRC-32
 DEFAULT_MAX_BYTES = 256 << 20
 META_KEYS = frozenset(["name", "source", "special_tokens", "pattern", "explicit_n_vocab", "extra"])
+
+
+def checksum(data) -> int:
+    """The integrity check of a cache file's bytes after its first 24 (header and tables)."""
+    from ._vocab import checksum64
+    return checksum64(data)
 
 
 def cache_dir() -> Optional[str]:
@@ -59,11 +64,11 @@ def load_compiled(path: str, args) -> Optional[Tuple[dict, object]]:
             data = f.read()
         if data[:8] != MAGIC or len(data) < 24:
             return None
-        hlen, crc = struct.unpack_from("<QQ", data, 8)
+        hlen, check = struct.unpack_from("<QQ", data, 8)
         start = 24 + hlen
         if start % 8 or start > len(data):
             return None
-        if zlib.crc32(memoryview(data)[24:]) != crc:
+        if checksum(memoryview(data)[24:]) != check:
             return None
         header = json.loads(data[24:start].decode("utf-8"))
         if header.get("format") != FORMAT_VERSION or header.get("args") != json.loads(json.dumps(args)):
@@ -109,7 +114,7 @@ def save_compiled(path: str, args, meta: dict, vocab, stamp: Optional[dict] = No
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(cp), suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(MAGIC + struct.pack("<QQ", len(header), zlib.crc32(payload, zlib.crc32(header))) + header)
+                f.write(MAGIC + struct.pack("<QQ", len(header), checksum(header + payload)) + header)
                 f.write(payload)
             os.replace(tmp, cp)                                       # readers see old or new, never half
         except BaseException:

@@ -1,8 +1,8 @@
 """atheris target: the compiled vocabulary tables (Vocab.from_bytes) on forged input.
 
-The cache file's CRC catches accidental damage (tests/test_hostile.py); this target models a forgery: the tables
+The cache file's checksum catches accidental damage (tests/test_hostile.py); this target models a forgery: the tables
 of a small vocabulary (tiktoken semantics, or HF merges) are edited at fuzzer-chosen places, the size left as it
-is, and handed to Vocab.from_bytes as if the CRC matched.  from_bytes must refuse them with ValueError, or
+is, and handed to Vocab.from_bytes as if the checksum matched.  from_bytes must refuse them with ValueError, or
 accept them only if every index the encoder follows is in range: then encoding any bytes with every pretokenizer
 kind and decoding any id must not crash (results may be wrong: a forged vocabulary is a different vocabulary).
 

@@ -130,7 +130,7 @@ def test_compiled_cache_file_rebuilt_when_stale_or_damaged(tmp_path, monkeypatch
     files = list((tmp_path / "cache").iterdir())
     assert len(files) == 1
     assert cache.load_compiled(str(src), args) is not None
-    # Damage the tables: the CRC refuses it, and the next load rebuilds from the source.
+    # Damage the tables: the checksum refuses it, and the next load rebuilds from the source.
     raw = bytearray(files[0].read_bytes())
     raw[-100] ^= 0xFF
     files[0].write_bytes(bytes(raw))

@@ -726,7 +726,7 @@ _FORGED_CACHE_SCRIPT = textwrap.dedent(r"""
         for _ in range(rnd.choice([1, 1, 2, 8])):
             i = rnd.randrange(start, len(b))
             b[i] = rnd.choice([b[i] ^ (1 << rnd.randrange(8)), rnd.randrange(256), 0xFF, 0])
-        b[16:24] = struct.pack("<Q", zlib.crc32(bytes(b[24:])))   # forged: the CRC matches
+        b[16:24] = struct.pack("<Q", cache.checksum(bytes(b[24:])))   # forged: the checksum matches
         open(cfile, "wb").write(bytes(b))
         sys.stderr.write(f"case {k}\n"); sys.stderr.flush()
         hit = cache.load_compiled(src, ["tiktoken", r"\S+|\s+", {"<|end|>": 300}])
@@ -754,7 +754,7 @@ _FORGED_CACHE_SCRIPT = textwrap.dedent(r"""
 
 
 def test_cache_forged_tables_cannot_crash(tmp_path):
-    """Tables tampered with *and* given a matching CRC (a forgery, not an accident) pass the cache's checks only
+    """Tables tampered with *and* given a matching checksum (a forgery, not an accident) pass the cache's checks only
     when Vocab.from_bytes finds every index in range: then encoding and decoding must still not crash.  Run in a
     subprocess, so that a crash is a failed test rather than a dead test run."""
     n = 150
