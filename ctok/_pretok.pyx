@@ -460,6 +460,27 @@ cdef inline Py_ssize_t ascii_digits_piece(const unsigned char* s, Py_ssize_t n, 
     return e
 
 
+cdef inline Py_ssize_t ascii_ws_piece(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, unsigned char c,
+                                      unsigned char d) noexcept nogil:
+    """Two whitespace shapes of code, the same under every whitespace rule of o200k, cl100k, Llama 3, Qwen and
+    Kimi: a newline followed by spaces and then an ASCII non-space (`\s*[\r\n]+` / `\s*[\r\n]`: the newline
+    alone), and a run of spaces followed by an ASCII non-space (`\s+(?!\S)`: all but the last space) or by the
+    end of the text (the whole run).  -1 for anything else.  pos + 1 < n; c = s[pos], d = s[pos + 1]."""
+    cdef Py_ssize_t e
+    if c == 10 and (d == 32 or (d < 0x80 and not (ctok_ascii_flags[d] & CT_WS))):  # d < 128
+        e = ctok_byte_run_end(s, n, pos + 1, 32)
+        if e < n and s[e] < 0x80 and not (ctok_ascii_flags[s[e]] & CT_WS):    # e < n; s[e] < 128
+            return pos + 1
+        return -1
+    if c == 32 and d == 32:
+        e = ctok_byte_run_end(s, n, pos + 2, 32)
+        if e == n:
+            return n
+        if s[e] < 0x80 and not (ctok_ascii_flags[s[e]] & CT_WS):              # e < n; s[e] < 128
+            return e - 1                                                       # e - 1 >= pos + 1
+    return -1
+
+
 cdef inline Py_ssize_t o200k_ascii(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, bint slash) noexcept nogil:
     """scan_o200k_like for o200k (slash) and Kimi (not slash) on the ASCII shapes above, or -1."""
     cdef unsigned char c = s[pos], d  # pos < n by contract
@@ -489,7 +510,7 @@ cdef inline Py_ssize_t o200k_ascii(const unsigned char* s, Py_ssize_t n, Py_ssiz
         return ascii_punct_piece(s, n, pos + 1, slash)           # ?[^\s\p{L}\p{N}]+ without the space
     if c == 32 and not (ctok_ascii_flags[d] & LWSN):              # d < 128
         return ascii_punct_piece(s, n, pos + 2, slash)           # the same after one space
-    return -1
+    return ascii_ws_piece(s, n, pos, c, d)
 
 
 cdef inline Py_ssize_t cl100k_ascii(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, int most) noexcept nogil:
@@ -515,7 +536,7 @@ cdef inline Py_ssize_t cl100k_ascii(const unsigned char* s, Py_ssize_t n, Py_ssi
             return ascii_punct_piece(s, n, pos + 1, False)       # ?[^\s\p{L}\p{N}]+[\r\n]* without the space
         if c == 32 and not (ctok_ascii_flags[d] & LWSN):          # d < 128
             return ascii_punct_piece(s, n, pos + 2, False)
-        return -1
+        return ascii_ws_piece(s, n, pos, c, d)
     if e < n and s[e] >= 0x80:  # e < n checked first: a non-ASCII letter may go on
         return -1
     return e
