@@ -38,6 +38,10 @@ cdef struct EncoderState:
     PieceCache cache        # pieces that needed merging -> their ids (shared, lock-free; may be off)
     uint8_t marker[8]       # PRETOK_MARKER_WORDS: the word marker (SentencePiece's U+2581), 1..8 bytes
     int marker_len
+    # self_merges[id]: a piece equal to token id merges back to id alone under these options, so it is
+    # emitted without merging (merge lists without ignore_merges).  NULL: none known.  Byte-level: the
+    # vocabulary's table; char-level: CoreEncoder.own_self_merges.
+    const uint8_t* self_merges
 
 # Split s[0:n] with the state's pretokenizer and append every piece's BPE ids to `out`.
 cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, IdVec* out,
@@ -57,6 +61,7 @@ cdef class CoreEncoder:
     cdef Py_ssize_t int_cache_size
     # Buffers reused by short encodes, which run entirely with the GIL held; `short_busy` guards against
     # re-entry (a finalizer run by the garbage collector while the result list is built).
+    cdef uint8_t* own_self_merges   # char-level encoders' self_merges table (freed with the encoder)
     cdef IdVec short_out
     cdef BpeScratch short_scratch
     cdef bint short_busy
@@ -66,6 +71,7 @@ cdef class CoreEncoder:
 
     cdef list ids_to_list(self, IdVec* v)
     cdef _check_kind(self)
+    cdef _build_char_self_merges(self)
     cdef int encode_into(self, const uint8_t* s, Py_ssize_t n, IdVec* out, BpeScratch* sc) noexcept nogil
     cdef int _encode_bytes(self, bytes data, IdVec* out, bint split) except -1
     cdef int _encode_many(self, list datas, IdVec* out, int64_t* ends) except -1

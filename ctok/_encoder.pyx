@@ -69,6 +69,7 @@ cdef Py_ssize_t next_marker_word_end(const EncoderState* st, const uint8_t* s, P
 
 cdef enum:
     SHORT_TEXT = 2048       # keep in step with SHORT_TEXT_BYTES
+    CHAR_SELF_MAX = 32      # char-level self_merges: tokens up to this many bytes (bounds the load-time work)
 
 
 cdef extern from *:
@@ -106,7 +107,7 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
     cdef Py_ssize_t max_len = t.max_token_len if t.max_token_len > CACHE_MAX_PIECE else CACHE_MAX_PIECE
     cdef const Slot* e
     cdef bint whole = st.opt.whole_piece_first
-    cdef const uint8_t* self_merges = NULL if st.opt.char_level else t.self_merges
+    cdef const uint8_t* self_merges = st.self_merges
     # Locals, not fields: stores into out.data could alias the tables as far as the compiler knows, and
     # it would load every field again after each one.
     cdef const Slot* slots = t.slots
@@ -174,9 +175,9 @@ cdef int encode_piece_hashed(const EncoderState* st, const uint8_t* p, Py_ssize_
         tid = tables_lookup_hashed(st.tables, p, n, head, h)
         if tid != NO_ID:
             return idvec_push(out, tid)
-    elif st.tables.self_merges != NULL and not st.opt.char_level:
+    elif st.self_merges != NULL:
         tid = tables_lookup_hashed(st.tables, p, n, head, h)
-        if tid != NO_ID and st.tables.self_merges[tid]:
+        if tid != NO_ID and st.self_merges[tid]:
             return idvec_push(out, tid)                  # merging its bytes would rebuild it
     if st.cache.entries == NULL or n < 2 or n > CACHE_MAX_PIECE:
         return bpe_merge_piece(st.tables, &st.opt, p, n, out, sc)
@@ -252,6 +253,8 @@ cdef class CoreEncoder:
     def __cinit__(self):
         self.int_cache = NULL
         self.int_cache_size = 0
+        self.own_self_merges = NULL
+        self.state.self_merges = NULL
         self.state.cache.entries = NULL
         self.short_out.data = NULL; self.short_out.size = 0; self.short_out.cap = 0
         scratch_init(&self.short_scratch)
@@ -260,6 +263,7 @@ cdef class CoreEncoder:
     def __dealloc__(self):
         cdef Py_ssize_t i
         cache_free(&self.state.cache)
+        free(self.own_self_merges)
         idvec_free(&self.short_out)
         scratch_free(&self.short_scratch)
         if self.int_cache != NULL:
@@ -306,9 +310,10 @@ cdef class CoreEncoder:
         if ignore_merges is None:
             ignore_merges = merges is None
         self.state.opt.whole_piece_first = bool(ignore_merges)
+        self.state.tables = &self.vocab.t
         if not ignore_merges and not char_level:
             self.vocab.build_self_merges()            # pieces equal to such tokens skip the merge
-        self.state.tables = &self.vocab.t
+            self.state.self_merges = self.vocab.t.self_merges
         self.state.pretok_kind = pretok_kind
         self.state.c_api_ok = True
         self.state.marker_len = 0
@@ -324,6 +329,41 @@ cdef class CoreEncoder:
         if pretok_kind != PRETOK_WHOLE and pretok_kind != PRETOK_MARKER_WORDS:
             # Fail at construction, not at the first encode, if the kind is unknown to the scanner.
             self._check_kind()
+        if not ignore_merges and char_level:
+            self._build_char_self_merges()
+
+    cdef _build_char_self_merges(self):
+        # self_merges for char-level merge lists (SentencePiece-style files): each token of up to
+        # CHAR_SELF_MAX bytes merged once here, with this encoder's options, exactly as a piece equal to it
+        # would be; those that come back as themselves skip the merge when they are a whole piece.
+        cdef const Tables* t = &self.vocab.t
+        cdef Py_ssize_t i, ln, n = t.n_ids
+        cdef uint8_t* marks = <uint8_t*>calloc(n + 1, 1)
+        cdef IdVec out
+        cdef BpeScratch sc
+        cdef int rc = BPE_OK
+        if marks == NULL:
+            raise MemoryError()
+        out.data = NULL; out.size = 0; out.cap = 0
+        scratch_init(&sc)
+        with nogil:
+            for i in range(n):
+                ln = <Py_ssize_t>(t.offsets[i + 1] - t.offsets[i])
+                if t.kind[i] != 1 or ln > CHAR_SELF_MAX:
+                    continue
+                out.size = 0
+                rc = bpe_merge_piece(t, &self.state.opt, t.blob + t.offsets[i], ln, &out, &sc)
+                if rc != BPE_OK:
+                    break
+                if out.size == 1 and out.data[0] == <uint32_t>i:
+                    marks[i] = 1
+            scratch_free(&sc)
+            idvec_free(&out)
+        if rc != BPE_OK:
+            free(marks)
+            raise MemoryError()
+        self.own_self_merges = marks
+        self.state.self_merges = marks
 
     cdef _check_kind(self):
         from ctok import _pretok

@@ -713,3 +713,28 @@ def test_synthetic_subword_prefix_and_suffix(tmp_path, kind, affixes):
                added_tokens=added)
     pipe, _ = _compare_file(p)
     assert pipe.pretokenizer == "hf+python-bpe"
+
+
+@pytest.mark.parametrize("rel", ["mistral-7b-v0.1/tokenizer.json", "llama2/tokenizer.json",
+                                 "mistral-7b-v0.3/tokenizer.json"])
+def test_every_token_as_a_piece_equals_the_hf_model(rel):
+    """SentencePiece-style files (char-level merges, no ignore_merges): a piece equal to a token skips the merge
+    when the encoder's own self_merges table says its BPE gives it back.  Every token of up to 32 bytes, as a
+    whole text (one marker word), against HF's BPE model alone."""
+    import ctok
+    path = str(vocab_path(*rel.split("/")))
+    enc = ctok.load(path)
+    model = Tokenizer.from_file(path).model
+    core = enc._core
+    checked = 0
+    for i in range(enc.n_vocab):
+        b = core.token_bytes(i)
+        if b is None or len(b) > 32:
+            continue
+        try:
+            s = b.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        checked += 1
+        assert core.encode_ordinary(b) == [t.id for t in model.tokenize(s)], (rel, i, s)
+    assert checked > 30000
