@@ -423,24 +423,49 @@ cdef class CoreEncoder:
             idvec_free(&out)
 
     cdef int _encode_many(self, list datas, IdVec* out, int64_t* ends) except -1:
-        # Encode every bytes object of `datas` into `out`, ends[i] = out.size after text i, with the GIL
-        # released for the whole loop (the list and its items stay alive: the caller holds `datas`).
+        # Encode every item of `datas` into `out`, ends[i] = out.size after text i, with the GIL released
+        # for the whole loop (the list and its items stay alive: the caller holds `datas`).  Items are bytes
+        # (UTF-8) or str: an ASCII str is read in place, any other gets ctok's own UTF-8 copy (_utf8.h, freed
+        # here; the str is not given CPython's), lone surrogates become U+FFFD as in encode_str.
         cdef Py_ssize_t i, n = len(datas)
         cdef const uint8_t** ptrs = <const uint8_t**>malloc((n + 1) * sizeof(uint8_t*))
         cdef Py_ssize_t* lens = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
+        cdef char** owned = <char**>calloc(n + 1, sizeof(char*))
         cdef BpeScratch sc
         cdef int rc = BPE_OK
         cdef object d
-        if ptrs == NULL or lens == NULL:
-            free(ptrs); free(lens)
+        cdef list keep = None                      # repaired texts' bytes, alive until the loop is done
+        cdef const char* p
+        cdef Py_ssize_t m
+        if ptrs == NULL or lens == NULL or owned == NULL:
+            free(ptrs); free(lens); free(owned)
             raise MemoryError()
         try:
             for i in range(n):
                 d = datas[i]
-                if not isinstance(d, bytes):
-                    raise TypeError(f"item {i}: expected bytes")
-                ptrs[i] = <const uint8_t*>PyBytes_AS_STRING(d)
-                lens[i] = PyBytes_GET_SIZE(d)
+                if type(d) is bytes:
+                    ptrs[i] = <const uint8_t*>PyBytes_AS_STRING(d)
+                    lens[i] = PyBytes_GET_SIZE(d)
+                    continue
+                if type(d) is not str:
+                    if not isinstance(d, str):
+                        raise TypeError(f"text must be str, not {type(d).__name__}")
+                    d = exact_str(d)
+                    if keep is None:
+                        keep = []
+                    keep.append(d)
+                p = ctok_utf8_view(d, &m, &owned[i])       # ASCII: the str's own data, no copy
+                if p == NULL:
+                    if PyErr_Occurred() != NULL:
+                        raise MemoryError()
+                    d = (<str>d).encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+                    if keep is None:
+                        keep = []
+                    keep.append(d)
+                    p = PyBytes_AS_STRING(d)
+                    m = PyBytes_GET_SIZE(d)
+                ptrs[i] = <const uint8_t*>p
+                lens[i] = m
             scratch_init(&sc)
             with nogil:
                 for i in range(n):
@@ -452,12 +477,15 @@ cdef class CoreEncoder:
             if rc != BPE_OK:
                 raise MemoryError()
         finally:
+            for i in range(n):
+                free(owned[i])
+            free(owned)
             free(ptrs)
             free(lens)
         return 0
 
     def encode_many(self, list datas):
-        """[encode_ordinary(d) for d in datas], with one GIL release for the whole list."""
+        """[encode_ordinary(d) for d in datas] (bytes or str items), with one GIL release for the whole list."""
         cdef IdVec out
         cdef Py_ssize_t n = len(datas), i, start = 0
         cdef int64_t* ends = <int64_t*>malloc((n + 1) * sizeof(int64_t))

@@ -185,6 +185,27 @@ class Encoding:
             self._special_re_cache[names] = r
         return r
 
+    def _check_no_disallowed(self, texts, disallowed_special) -> None:
+        """_policy(t, (), disallowed_special) for every text: the sets and the pattern made once."""
+        if disallowed_special == "all":
+            disallowed = frozenset(self.special_tokens)
+        else:
+            disallowed = frozenset(disallowed_special)
+        r = self._special_re(disallowed) if disallowed else None
+        if r is None:
+            return
+        search = r.search
+        firsts = {name[0] for name in disallowed}
+        if len(firsts) <= 4:
+            # A text holding none of the first characters needs no search (`in` is a memchr-speed scan).
+            for t in texts:
+                if any(c in t for c in firsts) and search(t) is not None:
+                    self._policy(t, (), disallowed_special)     # raises, with tiktoken's message
+        else:
+            for t in texts:
+                if search(t) is not None:
+                    self._policy(t, (), disallowed_special)
+
     def _policy(self, text, allowed_special, disallowed_special) -> frozenset:
         if allowed_special == "all":
             allowed = frozenset(self.special_tokens)
@@ -398,9 +419,10 @@ class Encoding:
         if not self._native_plain() or self._needs_cut(texts):
             return self._map(self._encode_plain_cut, texts, num_threads)
         out: List[List[int]] = []
-        for datas, long in self._groups([_utf8(t) for t in texts], num_threads):
+        # strs go to the native loop as they are (it checks their type and makes their UTF-8 itself)
+        for datas, long in self._groups(texts, num_threads):
             if long:
-                out.append(self._encode_long(datas[0], num_threads, flat=False))
+                out.append(self._encode_long(_utf8(datas[0]), num_threads, flat=False))
                 continue
             chunks = self._chunks(datas, num_threads)
             if len(chunks) == 1:
@@ -445,8 +467,7 @@ class Encoding:
         for t in texts:
             _check_text(t)
         if self._native_plain() and not add_special_tokens and not allowed_special and not self._needs_cut(texts):
-            for t in texts:
-                self._policy(t, allowed_special, disallowed_special)
+            self._check_no_disallowed(texts, disallowed_special)
             return self.encode_ordinary_batch(texts, num_threads=num_threads)
 
         def one(t):
@@ -465,12 +486,11 @@ class Encoding:
             _check_text(t)
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)
         if self._native_plain() and not allowed_special and not self._needs_cut(texts):
-            for t in texts:
-                self._policy(t, allowed_special, disallowed_special)
+            self._check_no_disallowed(texts, disallowed_special)
             results = []
-            for datas, long in self._groups([_utf8(t) for t in texts], num_threads):
+            for datas, long in self._groups(texts, num_threads):
                 if long:
-                    ids_buf = self._encode_long(datas[0], num_threads, flat=True)
+                    ids_buf = self._encode_long(_utf8(datas[0]), num_threads, flat=True)
                     results.append((ids_buf, np.array([len(ids_buf) // 4], dtype=np.int64).tobytes()))
                     continue
                 chunks = self._chunks(datas, num_threads)

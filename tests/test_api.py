@@ -81,6 +81,39 @@ def test_encode_batch(o200k, o200k_ref, num_threads):
         assert_same_ids(g, o200k_ref.encode(t, allowed_special="all"), t)
 
 
+class _Str(str):
+    pass
+
+
+@pytest.mark.parametrize("num_threads", [1, 2])
+def test_batch_texts_of_every_str_kind(o200k, o200k_ref, num_threads):
+    """The batch loop makes each str's UTF-8 itself: ASCII, 1-, 2- and 4-byte kinds, lone surrogates (U+FFFD, as
+    tiktoken), str subclasses, long texts; the strs are not given CPython's UTF-8 copy; special-token text
+    is refused as by encode; other types are a TypeError."""
+    import sys
+    texts = ["plain ascii", "caf\u00e9 cr\u00e8me", "\u0416\u0436 \u4e2d\u6587 <b>", "emoji \U0001f642\U0001f44d\U0001f3fd",
+             "lone \ud800 surrogate", "pair \ud83d\ude42 of surrogates", _Str("a subclass"), "",
+             "x < y and y > z", ("long \u00e9 text " * 3000), "\u0301 mark first"]
+    # the reference gets equal copies: tiktoken itself gives the strs it is handed CPython's UTF-8 copy
+    want = [o200k_ref.encode_ordinary("".join(list(t))) for t in texts]
+    sizes = [sys.getsizeof(t) for t in texts]
+    assert o200k.encode_ordinary_batch(texts, num_threads=num_threads) == want
+    assert o200k.encode_batch(texts, num_threads=num_threads) == want
+    ids, offsets = o200k.encode_batch_flat(texts, num_threads=num_threads)
+    assert [ids[offsets[i]:offsets[i + 1]].tolist() for i in range(len(texts))] == want
+    assert [sys.getsizeof(t) for t in texts] == sizes
+    with pytest.raises(ValueError, match="disallowed special"):
+        o200k.encode_batch(texts + ["a <|endoftext|> b"], num_threads=num_threads)
+    with pytest.raises(ValueError, match="disallowed special"):
+        o200k.encode_batch_flat(["fine", "<|endofprompt|>"], num_threads=num_threads)
+    assert o200k.encode_batch(["<|endoftext|>"], disallowed_special=()) == [o200k_ref.encode_ordinary("<|endoftext|>")]
+    for bad in ([b"bytes"], ["ok", 3], [None]):
+        with pytest.raises(TypeError):
+            o200k.encode_ordinary_batch(bad, num_threads=num_threads)
+        with pytest.raises(TypeError):
+            o200k.encode_batch_flat(bad, num_threads=num_threads)
+
+
 def test_encode_batch_empty(o200k):
     assert o200k.encode_batch([]) == []
     assert o200k.encode_ordinary_batch([]) == []
