@@ -199,3 +199,30 @@ def test_stream_decoders_of_one_encoding_are_independent():
     out_b = [b.step(i) for i in ids]
     assert out_a == out_b
     assert "".join(out_a) + a.flush() == enc.decode(ids)
+
+
+@pytest.mark.parametrize("rel", ["mistral-7b-v0.1/tokenizer.json", "llama3-hf/tokenizer.json"])
+def test_native_stream_decoders_on_hostile_ids(rel):
+    """Negative, unknown, huge and non-int ids: the compiled decoders skip unknown ids as the Python window
+    decoder does (HF skips them too), and refuse non-ints with TypeError, never reading out of bounds."""
+    from ctok.core import _WindowStreamDecoder
+    enc = ctok.load(str(vocab_path(*rel.split("/"))))
+    rnd = random.Random(3)
+    edge = [-1, -2**31, enc.n_vocab, enc.n_vocab + 1, 2**32 - 1, 2**32, 2**40, 2**62]
+    for _ in range(30):
+        seq = [rnd.choice(edge) if rnd.random() < 0.3 else rnd.randrange(0, enc.n_vocab) for _ in range(80)]
+        native, ref = enc.stream_decoder(), _WindowStreamDecoder(enc, False)
+        for i in seq:
+            try:
+                want = ref.step(i)
+            except ValueError:
+                break
+            assert native.step(i) == want
+            if i < 0 or i >= enc.n_vocab:
+                assert want == ""
+    dec = enc.stream_decoder()
+    for bad in (None, "1", 1.5):
+        with pytest.raises(TypeError):
+            dec.step(bad)
+    with pytest.raises(OverflowError):
+        dec.step(2**70)
