@@ -14,6 +14,9 @@ cdef struct BpeOptions:
     uint32_t unk_id         # NO_ID when there is no unk token: unknown symbols are dropped (as HF does)
     bint fuse_unk
     bint whole_piece_first  # a piece that is itself a token is emitted as is (tiktoken; HF ignore_merges)
+    # char_level: char_token[cp] = the token of the BMP character cp alone, or NO_ID (what a lookup of its
+    # UTF-8 gives), so that first symbols take an array read instead of a hash lookup.  NULL: look up.
+    const uint32_t* char_token
 
 cdef struct BpeScratch:
     # Per-thread working memory, reused across pieces so the hot loop does not allocate.

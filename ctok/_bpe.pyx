@@ -122,6 +122,50 @@ cdef inline Py_ssize_t utf8_len(uint8_t lead) noexcept nogil:
     return 1
 
 
+cdef inline uint32_t bmp_code_point(const uint8_t* s, Py_ssize_t ulen) noexcept nogil:
+    # The code point that s[0:ulen] encodes when it is a valid 1-3 byte UTF-8 sequence (not overlong, not a
+    # surrogate), else 0x110000.  Only then are the bytes the UTF-8 of one BMP character.
+    cdef uint32_t b0 = s[0], cp
+    if ulen == 1:
+        return b0 if b0 < 0x80 else 0x110000
+    # ulen may have been cut short at the piece's end: the lead byte must announce exactly ulen bytes.
+    if ulen == 2:
+        if not (0xC2 <= b0 < 0xE0) or (s[1] & 0xC0) != 0x80:
+            return 0x110000
+        return ((b0 & 0x1F) << 6) | (s[1] & 0x3F)
+    if ulen == 3:
+        if not (0xE0 <= b0 < 0xF0) or (s[1] & 0xC0) != 0x80 or (s[2] & 0xC0) != 0x80:
+            return 0x110000
+        cp = ((b0 & 0x0F) << 12) | ((<uint32_t>s[1] & 0x3F) << 6) | (s[2] & 0x3F)
+        if cp < 0x800 or 0xD800 <= cp < 0xE000:
+            return 0x110000
+        return cp
+    return 0x110000
+
+
+def build_char_token(Vocab py_vocab):
+    """char_token for BpeOptions (as bytes, 65,536 native uint32): the token of each BMP character alone."""
+    cdef const Tables* vocab = &py_vocab.t
+    cdef bytearray out = bytearray(0x10000 * 4)
+    cdef uint32_t* table = <uint32_t*><char*>out
+    cdef uint32_t cp
+    cdef uint8_t u[3]
+    cdef Py_ssize_t m
+    with nogil:
+        for cp in range(0x10000):
+            if 0xD800 <= cp < 0xE000:
+                table[cp] = NO_ID                         # never looked up: bmp_code_point refuses them
+                continue
+            if cp < 0x80:
+                u[0] = cp; m = 1
+            elif cp < 0x800:
+                u[0] = 0xC0 | (cp >> 6); u[1] = 0x80 | (cp & 0x3F); m = 2
+            else:
+                u[0] = 0xE0 | (cp >> 12); u[1] = 0x80 | ((cp >> 6) & 0x3F); u[2] = 0x80 | (cp & 0x3F); m = 3
+            table[cp] = tables_lookup(vocab, u, m)
+    return bytes(out)
+
+
 cdef Py_ssize_t symbolize(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
                           uint32_t* ids, bint* bytewise) noexcept nogil:
     # Initial symbols of a piece, HF's rules: a unit (byte, or UTF-8 char when char_level) that is a
@@ -129,7 +173,7 @@ cdef Py_ssize_t symbolize(const Tables* vocab, const BpeOptions* opt, const uint
     # (consecutive unks fused when fuse_unk; a pending unk is flushed by the next known unit, not by
     # fallback bytes, exactly as HF does); else it is dropped.  `ids` has room for n entries.
     cdef Py_ssize_t i = 0, m = 0, ulen, k
-    cdef uint32_t tid
+    cdef uint32_t tid, cp
     cdef bint pending = False, ok
     if not opt.char_level:
         for i in range(n):
@@ -147,7 +191,12 @@ cdef Py_ssize_t symbolize(const Tables* vocab, const BpeOptions* opt, const uint
             ulen = utf8_len(s[i])
             if i + ulen > n:
                 ulen = n - i
-            tid = tables_lookup(vocab, s + i, ulen)
+            tid = NO_ID
+            cp = bmp_code_point(s + i, ulen) if opt.char_token != NULL else 0x110000
+            if cp < 0x10000:
+                tid = opt.char_token[cp]                  # cp < 0x10000 = the table's size
+            else:
+                tid = tables_lookup(vocab, s + i, ulen)
         else:
             ulen = 1
             tid = vocab.byte_id[s[i]]
@@ -710,6 +759,7 @@ def _merge_for_test(Vocab py_vocab, bytes piece, bint tree, bint char_level=Fals
     cdef bint bytewise
     cdef const uint8_t* sp
     opt.char_level = char_level
+    opt.char_token = NULL
     opt.byte_fallback = byte_fallback
     opt.unk_id = NO_ID if unk_id < 0 else <uint32_t>unk_id
     opt.fuse_unk = fuse_unk

@@ -62,6 +62,7 @@ cdef class CoreEncoder:
     # Buffers reused by short encodes, which run entirely with the GIL held; `short_busy` guards against
     # re-entry (a finalizer run by the garbage collector while the result list is built).
     cdef uint8_t* own_self_merges   # char-level encoders' self_merges table (freed with the encoder)
+    cdef bytes _char_token          # char-level encoders' BpeOptions.char_token (65,536 uint32)
     cdef IdVec short_out
     cdef BpeScratch short_scratch
     cdef bint short_busy

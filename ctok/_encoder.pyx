@@ -304,6 +304,7 @@ cdef class CoreEncoder:
             merges = None if vocab.rank_merges else ()
         self.pretok_kind = pretok_kind
         self.state.opt.char_level = char_level
+        self.state.opt.char_token = NULL
         self.state.opt.byte_fallback = byte_fallback
         self.state.opt.unk_id = NO_ID if unk_id < 0 else <uint32_t>unk_id
         self.state.opt.fuse_unk = fuse_unk
@@ -329,6 +330,10 @@ cdef class CoreEncoder:
         if pretok_kind != PRETOK_WHOLE and pretok_kind != PRETOK_MARKER_WORDS:
             # Fail at construction, not at the first encode, if the kind is unknown to the scanner.
             self._check_kind()
+        if char_level:
+            from ctok._bpe import build_char_token
+            self._char_token = build_char_token(self.vocab)   # kept alive here; the options point into it
+            self.state.opt.char_token = <const uint32_t*>PyBytes_AS_STRING(self._char_token)
         if not ignore_merges and char_level:
             self._build_char_self_merges()
 

@@ -738,3 +738,23 @@ def test_every_token_as_a_piece_equals_the_hf_model(rel):
         checked += 1
         assert core.encode_ordinary(b) == [t.id for t in model.tokenize(s)], (rel, i, s)
     assert checked > 30000
+
+
+def test_char_level_first_symbols_table_equals_lookups():
+    """Char-level encoders take a BMP character's token from a 65,536-entry table (BpeOptions.char_token);
+    _merge_for_test runs without it (a hash lookup per character).  Both on random bytes: valid characters of
+    every length, invalid, overlong, surrogate and cut-off sequences, byte fallback."""
+    import random as _random
+    import ctok
+    from ctok._bpe import _merge_for_test
+    enc = ctok.load(str(vocab_path("mistral-7b-v0.1", "tokenizer.json")))
+    core = enc._core
+    rnd = _random.Random(21)
+    alphabet = ([c.encode() for c in "ab▁ é中🙂\u0301"] + [bytes([b]) for b in (0x80, 0xBF, 0xC0, 0xC1, 0xC3, 0xE0,
+                0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xFF)] + [b"\xed\xa0\x80", b"\xe0\x80\x80", b"\xc0\xaf", b"\xe4\xb8"])
+    for _ in range(3000):
+        piece = b"".join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 12)))
+        # the file's model: byte_fallback, unk_token "<unk>" (id 0), fuse_unk, no ignore_merges
+        want = _merge_for_test(core.vocab, piece, False, char_level=True, byte_fallback=True, unk_id=0,
+                               fuse_unk=True, whole_piece_first=False)
+        assert core.encode_piece(piece) == want, piece
