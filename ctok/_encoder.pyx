@@ -919,6 +919,33 @@ cdef extern from "Python.h":
 _NO_SPECIALS = frozenset()
 
 
+cdef struct FirstChars:
+    # The distinct first characters of some tokens' texts, to scan a text for (at most 8; n = -1: too many).
+    Py_UCS4 c[8]
+    int n
+
+
+cdef void first_chars_set(FirstChars* fc, chars) except *:
+    cdef set distinct = set(chars)
+    fc.n = 0
+    if len(distinct) > 8:
+        fc.n = -1
+        return
+    for ch in sorted(distinct):
+        fc.c[fc.n] = ord(ch)                        # fc.n < 8: at most 8 distinct characters
+        fc.n += 1
+
+
+cdef inline bint holds_none(str text, const FirstChars* fc) except -1:
+    # True when text holds none of the characters (so none of the tokens); fc.n >= 0.
+    cdef Py_ssize_t n = len(text)
+    cdef int i
+    for i in range(fc.n):
+        if PyUnicode_FindChar(text, fc.c[i], 0, n, 1) >= 0:
+            return False
+    return True
+
+
 cdef class FastEncode:
     """`Encoding.encode` for files whose ordinary text goes straight to the compiled encoder.
 
@@ -928,41 +955,27 @@ cdef class FastEncode:
     cdef CoreEncoder core
     cdef object slow
     cdef object plain
-    cdef Py_UCS4 firsts[8]
-    cdef int n_firsts               # -1: too many distinct first characters to scan for; use `slow`
+    cdef FirstChars firsts          # n = -1: too many distinct first characters to scan for; use `slow`
     cdef bint ascii_only            # only ASCII text takes the shortcut (a Unicode normalizer leaves it as is)
 
     def __init__(self, CoreEncoder core, slow, special_names, plain=None, *, bint ascii_only=False):
-        cdef set firsts = {name[0] for name in special_names if name}
+        first_chars_set(&self.firsts, [name[0] for name in special_names if name])
         self.ascii_only = ascii_only
         self.core = core
         self.slow = slow
         self.plain = core.encode_str if plain is None else plain    # e.g. a PrefixCache.bind(core)
-        if len(firsts) > 8:
-            self.n_firsts = -1
-        else:
-            self.n_firsts = 0
-            for c in sorted(firsts):
-                self.firsts[self.n_firsts] = ord(c)
-                self.n_firsts += 1
 
     def __call__(self, text, *, allowed_special=_NO_SPECIALS, disallowed_special="all",
                  add_special_tokens=False):
-        cdef int i
-        cdef Py_ssize_t n
-        if (type(text) is str and self.n_firsts >= 0 and not add_special_tokens
+        if (type(text) is str and self.firsts.n >= 0 and not add_special_tokens
                 and (not self.ascii_only or PyUnicode_IS_ASCII(text))
                 and (allowed_special is _NO_SPECIALS or not allowed_special)
-                and (disallowed_special is "all" or disallowed_special == "all")):
-            n = len(<str>text)
-            for i in range(self.n_firsts):
-                if PyUnicode_FindChar(text, self.firsts[i], 0, n, 1) >= 0:
-                    break
-            else:
-                try:
-                    return self.plain(text)
-                except UnicodeEncodeError:
-                    pass                # a lone surrogate where the file refuses them: `slow` says so
+                and (disallowed_special is "all" or disallowed_special == "all")
+                and holds_none(<str>text, &self.firsts)):
+            try:
+                return self.plain(text)
+            except UnicodeEncodeError:
+                pass                    # a lone surrogate where the file refuses them: `slow` says so
         return self.slow(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
                          add_special_tokens=add_special_tokens)
 
@@ -973,34 +986,24 @@ cdef class FastOrdinary:
     the characters added tokens start with goes straight to `core.encode_str`; all else to `slow`."""
     cdef CoreEncoder core
     cdef object slow
-    cdef Py_UCS4 firsts[8]
-    cdef int n_firsts
+    cdef FirstChars firsts
     cdef bint ascii_only            # only ASCII text takes the shortcut (a Unicode normalizer leaves it as is)
 
     def __init__(self, CoreEncoder core, slow, firsts, *, bint ascii_only=False):
-        if len(firsts) > 8:
+        first_chars_set(&self.firsts, firsts)
+        if self.firsts.n < 0:
             raise ValueError("FastOrdinary: at most 8 first characters")
         self.ascii_only = ascii_only
         self.core = core
         self.slow = slow
-        self.n_firsts = 0
-        for c in sorted(firsts):
-            self.firsts[self.n_firsts] = ord(c)
-            self.n_firsts += 1
 
     def __call__(self, text):
-        cdef int i
-        cdef Py_ssize_t n
-        if type(text) is str and (not self.ascii_only or PyUnicode_IS_ASCII(text)):
-            n = len(<str>text)
-            for i in range(self.n_firsts):
-                if PyUnicode_FindChar(text, self.firsts[i], 0, n, 1) >= 0:
-                    break
-            else:
-                try:
-                    return self.core.encode_str(text)
-                except UnicodeEncodeError:
-                    pass
+        if (type(text) is str and (not self.ascii_only or PyUnicode_IS_ASCII(text))
+                and holds_none(<str>text, &self.firsts)):
+            try:
+                return self.core.encode_str(text)
+            except UnicodeEncodeError:
+                pass
         return self.slow(text)
 
 
