@@ -984,7 +984,7 @@ cdef class FastOrdinary:
     """`Encoding.encode_ordinary` for tokenizer.json files whose pipeline, on text holding no added
     token, is exactly the compiled encoder (no normalizer, a native pretokenizer): text that holds none of
     the characters added tokens start with goes straight to `core.encode_str`; all else to `slow`."""
-    cdef CoreEncoder core
+    cdef object plain               # core.encode_str, bound once (a method looked up per call costs more)
     cdef object slow
     cdef FirstChars firsts
     cdef bint ascii_only            # only ASCII text takes the shortcut (a Unicode normalizer leaves it as is)
@@ -994,14 +994,14 @@ cdef class FastOrdinary:
         if self.firsts.n < 0:
             raise ValueError("FastOrdinary: at most 8 first characters")
         self.ascii_only = ascii_only
-        self.core = core
+        self.plain = core.encode_str
         self.slow = slow
 
     def __call__(self, text):
         if (type(text) is str and (not self.ascii_only or PyUnicode_IS_ASCII(text))
                 and holds_none(<str>text, &self.firsts)):
             try:
-                return self.core.encode_str(text)
+                return self.plain(text)
             except UnicodeEncodeError:
                 pass
         return self.slow(text)
