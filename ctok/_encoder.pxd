@@ -87,3 +87,5 @@ cdef int capi_decode(const void* encoder, const uint32_t* ids, size_t n, uint8_t
 
 # text as an exact str (a str subclass's value); TypeError for anything else.
 cpdef str exact_str(object text)
+# Surrogate pairs joined, lone surrogates replaced by U+FFFD.
+cpdef str replace_lone_surrogates(str text)

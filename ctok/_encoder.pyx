@@ -463,7 +463,7 @@ cdef class CoreEncoder:
                 if p == NULL:
                     if PyErr_Occurred() != NULL:
                         raise MemoryError()
-                    d = (<str>d).encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+                    d = replace_lone_surrogates(<str>d).encode("utf-8")
                     if keep is None:
                         keep = []
                     keep.append(d)
@@ -768,7 +768,7 @@ cdef class CoreEncoder:
             except UnicodeEncodeError:
                 if self.surrogates_raise:
                     raise
-                fixed = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+                fixed = replace_lone_surrogates(text)
                 s = PyUnicode_AsUTF8AndSize(fixed, &n)
                 text = fixed                               # keeps the buffer alive below
         if n < SHORT_TEXT and not self.short_busy:
@@ -902,6 +902,11 @@ def marker_split_is_safe(token_bytes, bytes marker):
                 return False
             i = b.find(marker, i + 1)
     return True
+
+
+cpdef str replace_lone_surrogates(str text):
+    """text with surrogate pairs joined and lone surrogates replaced by U+FFFD (tiktoken's rule for str input)."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 cpdef str exact_str(object text):

@@ -13,7 +13,8 @@ the Python decode):
   text a step emits.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from libc.stdint cimport uint8_t, uint32_t
+from libc.stdint cimport uint8_t, uint16_t, uint32_t
+from ctok._pretok cimport ctok_char
 from libc.stdlib cimport realloc, free
 from libc.string cimport memcpy, memcmp, memmove
 
@@ -51,42 +52,16 @@ cdef inline int buf_add(Buf* b, const char* p, Py_ssize_t n) except -1:
 
 
 cdef bint utf8_valid(const uint8_t* s, Py_ssize_t n) noexcept nogil:
-    # Strict UTF-8 (Rust's String::from_utf8, Python's "strict"): no overlong forms, no surrogates, at most
-    # U+10FFFF, no truncated sequence.
-    cdef Py_ssize_t i = 0
-    cdef uint8_t c, lo, hi
-    cdef int k, j
+    # Strict UTF-8 (Rust's String::from_utf8, Python's "strict"): the pretokenizer's decoder takes an
+    # overlong, surrogate, out-of-range or cut-off sequence as a one-byte character, so a non-ASCII byte
+    # that decodes to length 1 means invalid.
+    cdef Py_ssize_t i = 0, k
+    cdef uint16_t f
     while i < n:
-        c = s[i]                            # i < n
-        if c < 0x80:
-            i += 1
-            continue
-        lo = 0x80
-        hi = 0xBF
-        if 0xC2 <= c <= 0xDF:
-            k = 1
-        elif 0xE0 <= c <= 0xEF:
-            k = 2
-            if c == 0xE0:
-                lo = 0xA0
-            elif c == 0xED:
-                hi = 0x9F
-        elif 0xF0 <= c <= 0xF4:
-            k = 3
-            if c == 0xF0:
-                lo = 0x90
-            elif c == 0xF4:
-                hi = 0x8F
-        else:
+        k = ctok_char(s, n, i, &f)          # i < n
+        if k == 1 and s[i] >= 0x80:
             return False
-        if i + k >= n:
-            return False                    # the sequence is cut off
-        if not (lo <= s[i + 1] <= hi):      # i + 1 <= i + k <= n - 1
-            return False
-        for j in range(2, k + 1):
-            if (s[i + j] & 0xC0) != 0x80:   # i + j <= i + k <= n - 1
-                return False
-        i += k + 1
+        i += k
     return True
 
 
@@ -306,17 +281,13 @@ cdef class ByteWindowDecoder:
     cdef object special_type
     cdef bint skip
     cdef list cache
-    cdef char* buf
-    cdef Py_ssize_t size
-    cdef Py_ssize_t cap
+    cdef Buf pending                # bytes of the ids not given yet
 
     def __cinit__(self):
-        self.buf = NULL
-        self.size = 0
-        self.cap = 0
+        self.pending.data = NULL; self.pending.size = 0; self.pending.cap = 0
 
     def __dealloc__(self):
-        free(self.buf)
+        free(self.pending.data)
 
     def __init__(self, token_bytes, special_type, list cache, bint skip_special_tokens=False):
         # cache: [None] * n_vocab, shared by the decoders of one Encoding (filled as ids are seen, under the
@@ -325,19 +296,6 @@ cdef class ByteWindowDecoder:
         self.special_type = special_type
         self.skip = skip_special_tokens
         self.cache = cache
-
-    cdef _append(self, bytes b):
-        cdef Py_ssize_t n = PyBytes_GET_SIZE(b), cap
-        cdef char* grown
-        if self.size + n > self.cap:
-            cap = (self.size + n) * 2 + 64
-            grown = <char*>realloc(self.buf, cap)
-            if grown == NULL:
-                raise MemoryError()
-            self.buf = grown
-            self.cap = cap
-        memcpy(self.buf + self.size, PyBytes_AS_STRING(b), n)
-        self.size += n
 
     def step(self, token):
         cdef Py_ssize_t tid = PyLong_AsSsize_t(token)
@@ -352,17 +310,18 @@ cdef class ByteWindowDecoder:
             b = self.token_bytes(tid) if tid >= 0 else b""
         if self.skip and type(b) is self.special_type:
             return ""
-        self._append(<bytes>b)
-        if self.size == 0 or <unsigned char>self.buf[self.size - 1] >= 0xC0:
+        buf_add(&self.pending, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b))
+        if self.pending.size == 0 or <unsigned char>self.pending.data[self.pending.size - 1] >= 0xC0:
             return ""                              # nothing, or a lead byte last: the text ends in U+FFFD
-        text = PyUnicode_DecodeUTF8(self.buf, self.size, "replace")
+        text = PyUnicode_DecodeUTF8(self.pending.data, self.pending.size, "replace")
         if len(text) == 0 or text[len(text) - 1] == "\ufffd":
             return ""
-        self.size = 0
+        self.pending.size = 0
         return text
 
     def flush(self):
         """Text still held back, decoded with replacement."""
-        cdef str text = PyUnicode_DecodeUTF8(self.buf, self.size, "replace") if self.size else ""
-        self.size = 0
+        cdef str text = (PyUnicode_DecodeUTF8(self.pending.data, self.pending.size, "replace")
+                         if self.pending.size else "")
+        self.pending.size = 0
         return text

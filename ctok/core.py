@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from typing import AbstractSet, Collection, Iterable, List, Literal, Optional, Sequence, Tuple, Union
 
-from ._encoder import CoreEncoder
+from ._encoder import CoreEncoder, replace_lone_surrogates
 from .errors import DisallowedSpecialError, UnknownTokenError
 from .long_input import MAX_RUN_CHARS, split_long_input
 from .vocab import VocabSpec
@@ -36,7 +36,7 @@ def _utf8(text: str) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         # Lone surrogates become U+FFFD, as tiktoken does before encoding.
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+        return replace_lone_surrogates(text).encode("utf-8")
 
 
 def _check_text(text) -> None:
