@@ -16,7 +16,7 @@ from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcpy, memcmp
 
 from ctok._vocab cimport Vocab, Tables, Slot, NO_ID, tables_lookup, tables_lookup_hashed, hash_bytes, load_head, load_head_padded
-from ctok._piece_cache cimport PieceCache, CacheEntry, cache_get, cache_put, cache_init, cache_free, CACHE_MAX_PIECE
+from ctok._piece_cache cimport PieceCache, CacheEntry, cache_get, cache_put, cache_init, cache_free, cache_bytes, CACHE_MAX_PIECE
 from ctok._bpe cimport (IdVec, BpeScratch, BpeOptions, BPE_OK, BPE_NOMEM, idvec_free, idvec_reserve, idvec_push, scratch_init,
                         scratch_free, bpe_encode_piece, bpe_merge_piece)
 from ctok._pretok cimport next_piece_end, next_piece_ends, PRETOK_WHOLE
@@ -31,7 +31,7 @@ import os
 SHORT_TEXT_BYTES = 2048
 
 # Bytes of memory for each encoder's piece cache (CTOK_PIECE_CACHE_BYTES overrides; 0 turns it off).
-DEFAULT_PIECE_CACHE_BYTES = 4 << 20
+DEFAULT_PIECE_CACHE_BYTES = 32 << 20
 
 
 cdef extern from "_utf8.h":
@@ -179,7 +179,7 @@ cdef int encode_piece_hashed(const EncoderState* st, const uint8_t* p, Py_ssize_
         tid = tables_lookup_hashed(st.tables, p, n, head, h)
         if tid != NO_ID and st.self_merges[tid]:
             return idvec_push(out, tid)                  # merging its bytes would rebuild it
-    if st.cache.entries == NULL or n < 2 or n > CACHE_MAX_PIECE:
+    if st.cache.table == NULL or n < 2 or n > CACHE_MAX_PIECE:      # NULL only when off (growth swaps one table for another)
         return bpe_merge_piece(st.tables, &st.opt, p, n, out, sc)
     h |= 1                                                # never 0, the empty-entry mark
     if cache_get(&st.cache, p, n, h, out):
@@ -255,7 +255,7 @@ cdef class CoreEncoder:
         self.int_cache_size = 0
         self.own_self_merges = NULL
         self.state.self_merges = NULL
-        self.state.cache.entries = NULL
+        self.state.cache.table = NULL
         self.short_out.data = NULL; self.short_out.size = 0; self.short_out.cap = 0
         scratch_init(&self.short_scratch)
         self.short_busy = False
@@ -381,8 +381,8 @@ cdef class CoreEncoder:
 
     @property
     def piece_cache_bytes(self):
-        """Memory held by the piece cache (0 when it is off)."""
-        return 0 if self.state.cache.entries == NULL else (self.state.cache.mask + 1) * sizeof(CacheEntry)
+        """Memory held by the piece cache, all its tables (0 when it is off)."""
+        return cache_bytes(&self.state.cache)
 
     @property
     def c_api_ok(self):

@@ -3,6 +3,7 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from ctok._bpe cimport IdVec
 
 cdef enum:
+    FIRST_TABLE_BYTES = 4 << 20 # a first pass over one text touches few entries: start small, grow on demand
     CACHE_MAX_PIECE = 48        # longer pieces are not cached
     CACHE_MAX_IDS = 14          # nor are pieces that encode to more ids
 
@@ -14,12 +15,24 @@ cdef struct CacheEntry:         # 128 bytes: two per 256-byte pair of cache line
     uint8_t piece[CACHE_MAX_PIECE]
     uint32_t ids[CACHE_MAX_IDS]
 
+cdef struct CacheTable:
+    CacheEntry* entries
+    uint64_t mask               # entries - 1 (a power of two, at least 16 entries)
+    CacheTable* older           # the table this one grew from; every table lives until cache_free
+
 cdef struct PieceCache:
-    CacheEntry* entries         # NULL when the cache is off
-    uint64_t mask
+    # Starts at up to FIRST_TABLE_BYTES and doubles while pieces keep arriving, as long as all its tables
+    # together stay within max_bytes.  Readers and writers take `table` once per lookup (atomic acquire):
+    # a table that has been replaced is still valid memory, so a lookup racing a growth is only a miss.
+    CacheTable* table           # NULL when the cache is off
+    uint64_t puts               # stores into the current table (atomic): when it grows
+    uint64_t held               # bytes of all tables
+    uint64_t max_bytes
+    int growing                 # 1 while one thread builds the next table (atomic flag)
 
 cdef bint cache_get(const PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_t h, IdVec* out) noexcept nogil
 cdef void cache_put(PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_t h, const uint32_t* ids,
                     Py_ssize_t n_ids) noexcept nogil
 cdef int cache_init(PieceCache* c, Py_ssize_t max_bytes) noexcept nogil
 cdef void cache_free(PieceCache* c) noexcept nogil
+cdef uint64_t cache_bytes(const PieceCache* c) noexcept nogil

@@ -83,6 +83,50 @@ def test_piece_cache_threads_under_eviction(o200k):
     assert not errors
 
 
+def _distinct_words(rnd, n):
+    # Random lowercase "words": almost none is a token, so each one is merged and stored in the piece cache.
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return " ".join("".join(rnd.choice(letters) for _ in range(rnd.randint(5, 9))) for _ in range(n))
+
+
+def test_piece_cache_grows_within_its_budget_while_threads_encode(o200k):
+    # A 12 MB budget starts with a 4 MB table (32,768 entries) and may add one of 8 MB once twice as many
+    # pieces were stored: never more than the budget, and every result stays exact while threads race the
+    # switch to the larger table (they look up in whichever table they loaded).
+    budget = 12 << 20
+    core = CoreEncoder(pretok_kind=o200k._core.pretok_kind, vocab=o200k._core.vocab, piece_cache_bytes=budget)
+    plain = CoreEncoder(pretok_kind=o200k._core.pretok_kind, vocab=o200k._core.vocab, piece_cache_bytes=0)
+    assert core.piece_cache_bytes == 4 << 20
+    rnd = random.Random(SEED)
+    texts = [_distinct_words(rnd, 6_000).encode("ascii") for _ in range(24)]
+    want = [plain.encode_ordinary(t) for t in texts]
+    errors = []
+
+    def work(k):
+        for j in range(k, len(texts) + k):
+            t = texts[j % len(texts)]
+            if core.encode_ordinary(t) != want[j % len(texts)]:
+                errors.append((k, j))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    assert core.piece_cache_bytes == budget                 # grew once: 4 + 8 MB, and no further
+    # After the growth the stored pieces were carried over: encoding the same texts again stays exact.
+    assert [core.encode_ordinary(t) for t in texts] == want
+
+
+def test_piece_cache_never_grows_past_a_small_budget(o200k):
+    core = CoreEncoder(pretok_kind=o200k._core.pretok_kind, vocab=o200k._core.vocab, piece_cache_bytes=64 * 128)
+    rnd = random.Random(SEED + 1)
+    for _ in range(3):
+        core.encode_ordinary(_distinct_words(rnd, 2_000).encode("ascii"))
+    assert core.piece_cache_bytes == 64 * 128
+
+
 def test_compiled_vocabulary_round_trip(o200k):
     data = o200k._core.vocab.to_bytes()
     v = Vocab.from_bytes(data)
