@@ -3,7 +3,7 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from ctok._bpe cimport IdVec
 
 cdef enum:
-    FIRST_TABLE_BYTES = 4 << 20 # a first pass over one text touches few entries: start small, grow on demand
+    FIRST_TABLE_BYTES = 2 << 20 # a first pass over one text touches few entries: start small, grow on demand
     CACHE_MAX_PIECE = 48        # longer pieces are not cached
     CACHE_MAX_IDS = 14          # nor are pieces that encode to more ids
 
@@ -19,6 +19,7 @@ cdef struct CacheTable:
     CacheEntry* entries
     uint64_t mask               # entries - 1 (a power of two, at least 16 entries)
     CacheTable* older           # the table this one grew from; every table lives until cache_free
+    bint huge                   # allocated in huge pages (ctok_table_alloc)
 
 cdef struct PieceCache:
     # Starts at up to FIRST_TABLE_BYTES and doubles while pieces keep arriving, as long as all its tables

@@ -90,13 +90,13 @@ def _distinct_words(rnd, n):
 
 
 def test_piece_cache_grows_within_its_budget_while_threads_encode(o200k):
-    # A 12 MB budget starts with a 4 MB table (32,768 entries) and may add one of 8 MB once twice as many
-    # pieces were stored: never more than the budget, and every result stays exact while threads race the
-    # switch to the larger table (they look up in whichever table they loaded).
-    budget = 12 << 20
+    # A 14 MB budget starts with a 2 MB table (16,384 entries) and adds one of 4 MB, then one of 8 MB, each
+    # once as many pieces were stored as the current table holds: never more than the budget, and every
+    # result stays exact while threads race the switches (each looks up in whichever table it loaded).
+    budget = 14 << 20
     core = CoreEncoder(pretok_kind=o200k._core.pretok_kind, vocab=o200k._core.vocab, piece_cache_bytes=budget)
     plain = CoreEncoder(pretok_kind=o200k._core.pretok_kind, vocab=o200k._core.vocab, piece_cache_bytes=0)
-    assert core.piece_cache_bytes == 4 << 20
+    assert core.piece_cache_bytes == 2 << 20
     rnd = random.Random(SEED)
     texts = [_distinct_words(rnd, 6_000).encode("ascii") for _ in range(24)]
     want = [plain.encode_ordinary(t) for t in texts]
@@ -114,7 +114,7 @@ def test_piece_cache_grows_within_its_budget_while_threads_encode(o200k):
     for th in threads:
         th.join()
     assert not errors
-    assert core.piece_cache_bytes == budget                 # grew once: 4 + 8 MB, and no further
+    assert core.piece_cache_bytes == budget                 # grew twice: 2 + 4 + 8 MB, and no further
     # After the growth the stored pieces were carried over: encoding the same texts again stays exact.
     assert [core.encode_ordinary(t) for t in texts] == want
 
