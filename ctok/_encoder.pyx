@@ -45,10 +45,8 @@ cdef extern from "Python.h":
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
     PyObject* PyList_GET_ITEM(object lst, Py_ssize_t i)
     Py_ssize_t PyLong_AsSsize_t(object o) except? -1
-    PyObject* PyLong_FromUnsignedLong_ptr "PyLong_FromUnsignedLong"(unsigned long v) except NULL
     void Py_INCREF_ptr "Py_INCREF"(PyObject* o)
     void Py_DECREF_ptr "Py_DECREF"(PyObject* o)
-    void PyList_SET_ITEM_ptr "PyList_SET_ITEM"(object lst, Py_ssize_t i, PyObject* o)
 
 
 cdef inline bint marker_at(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Py_ssize_t p) noexcept nogil:
@@ -75,8 +73,42 @@ cdef enum:
 cdef extern from *:
     """
     #define ctok_prefetch(p) __builtin_prefetch((p), 0, 3)
+
+    /* The list of the ints of ids[0:n], taken from (and added to) cache[id].  PyList_New(n) would zero its n
+       slots first (calloc), a second pass over them; here the slots are filled in a private array that the
+       list takes only when complete, so the list is never seen with an unset slot, not even by the garbage
+       collector, and a failed int allocation leaves nothing half made. */
+    static PyObject* ctok_ids_list(const uint32_t* ids, Py_ssize_t n, PyObject** cache) {
+        PyListObject* op = (PyListObject*)PyList_New(0);
+        PyObject** items;
+        Py_ssize_t i, j;
+        if (op == NULL || n == 0) return (PyObject*)op;
+        items = (PyObject**)PyMem_Malloc((size_t)n * sizeof(PyObject*));
+        if (items == NULL) { Py_DECREF(op); return PyErr_NoMemory(); }
+        for (i = 0; i < n; i++) {
+            uint32_t t = ids[i];               /* every id the encoder emits is < n_ids, the cache's size */
+            PyObject* o = cache[t];
+            if (o == NULL) {
+                o = PyLong_FromUnsignedLong(t);
+                if (o == NULL) {
+                    for (j = 0; j < i; j++) Py_DECREF(items[j]);
+                    PyMem_Free(items);
+                    Py_DECREF(op);
+                    return NULL;
+                }
+                cache[t] = o;                  /* the cache keeps this reference */
+            }
+            Py_INCREF(o);                      /* and the list gets its own */
+            items[i] = o;
+        }
+        op->ob_item = items;
+        op->allocated = n;
+        Py_SET_SIZE(op, n);
+        return (PyObject*)op;
+    }
     """
     void ctok_prefetch(const void* p) nogil
+    list ctok_ids_list(const uint32_t* ids, Py_ssize_t n, PyObject** cache)
 
 
 cdef enum:
@@ -273,24 +305,12 @@ cdef class CoreEncoder:
             free(self.int_cache)
 
     cdef list ids_to_list(self, IdVec* v):
-        cdef list out = PyList_New(v.size)
-        cdef Py_ssize_t i
-        cdef uint32_t tid
-        cdef PyObject* o
         if self.int_cache == NULL:
             self.int_cache = <PyObject**>calloc(self.vocab.t.n_ids, sizeof(PyObject*))
             if self.int_cache == NULL:
                 raise MemoryError()
             self.int_cache_size = self.vocab.t.n_ids
-        for i in range(v.size):
-            tid = v.data[i]                       # every id the encoder emits is < n_ids
-            o = self.int_cache[tid]
-            if o == NULL:
-                o = PyLong_FromUnsignedLong_ptr(tid)
-                self.int_cache[tid] = o           # the cache keeps this reference
-            Py_INCREF_ptr(o)                      # and the list gets its own (SET_ITEM steals it)
-            PyList_SET_ITEM_ptr(out, i, o)
-        return out
+        return ctok_ids_list(v.data, v.size, self.int_cache)
 
     def __init__(self, list token_bytes=None, merges=None, *, dict special_bytes=None, int pretok_kind=0,
                  bint char_level=False, bint byte_fallback=False, Py_ssize_t unk_id=-1,
