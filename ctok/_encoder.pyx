@@ -36,6 +36,8 @@ DEFAULT_PIECE_CACHE_BYTES = 32 << 20
 
 cdef extern from "_utf8.h":
     const char* ctok_utf8_view(object text, Py_ssize_t* n, char** owned)
+    int ctok_utf8_view_cheap(object text, const char** s, Py_ssize_t* n)
+    char* ctok_utf8_copy_nogil(PyObject* text, Py_ssize_t* n, int* status) nogil
 
 cdef extern from "Python.h":
     Py_ssize_t PyUnicode_GET_LENGTH(object s)
@@ -451,19 +453,23 @@ cdef class CoreEncoder:
         # Encode every item of `datas` into `out`, ends[i] = out.size after text i, with the GIL released
         # for the whole loop (the list and its items stay alive: the caller holds `datas`).  Items are bytes
         # (UTF-8) or str: an ASCII str is read in place, any other gets ctok's own UTF-8 copy (_utf8.h, freed
-        # here; the str is not given CPython's), lone surrogates become U+FFFD as in encode_str.
+        # here; the str is not given CPython's), lone surrogates become U+FFFD as in encode_str.  The copies
+        # are made with the GIL released too: in a batch on several threads, work done holding the GIL is
+        # work the other threads wait for.
         cdef Py_ssize_t i, n = len(datas)
         cdef const uint8_t** ptrs = <const uint8_t**>malloc((n + 1) * sizeof(uint8_t*))
         cdef Py_ssize_t* lens = <Py_ssize_t*>malloc((n + 1) * sizeof(Py_ssize_t))
         cdef char** owned = <char**>calloc(n + 1, sizeof(char*))
+        cdef PyObject** pending = <PyObject**>calloc(n + 1, sizeof(PyObject*))   # strs still to copy
         cdef BpeScratch sc
-        cdef int rc = BPE_OK
+        cdef int rc = BPE_OK, status = 0, cheap
+        cdef bint nomem = False, surrogates = False
         cdef object d
-        cdef list keep = None                      # repaired texts' bytes, alive until the loop is done
+        cdef list keep = None                      # exact copies of str subclasses, repaired texts' bytes
         cdef const char* p
         cdef Py_ssize_t m
-        if ptrs == NULL or lens == NULL or owned == NULL:
-            free(ptrs); free(lens); free(owned)
+        if ptrs == NULL or lens == NULL or owned == NULL or pending == NULL:
+            free(ptrs); free(lens); free(owned); free(pending)
             raise MemoryError()
         try:
             for i in range(n):
@@ -479,18 +485,32 @@ cdef class CoreEncoder:
                     if keep is None:
                         keep = []
                     keep.append(d)
-                p = ctok_utf8_view(d, &m, &owned[i])       # ASCII: the str's own data, no copy
-                if p == NULL:
-                    if PyErr_Occurred() != NULL:
-                        raise MemoryError()
-                    d = replace_lone_surrogates(<str>d).encode("utf-8")
-                    if keep is None:
-                        keep = []
-                    keep.append(d)
-                    p = PyBytes_AS_STRING(d)
-                    m = PyBytes_GET_SIZE(d)
-                ptrs[i] = <const uint8_t*>p
-                lens[i] = m
+                cheap = ctok_utf8_view_cheap(d, &p, &m)  # ASCII: the str's own data, no copy
+                if cheap < 0:
+                    raise MemoryError()
+                if cheap:
+                    ptrs[i] = <const uint8_t*>p
+                    lens[i] = m
+                else:
+                    pending[i] = <PyObject*>d            # alive in datas (or keep) until the end
+            with nogil:
+                for i in range(n):
+                    if pending[i] != NULL:
+                        owned[i] = ctok_utf8_copy_nogil(pending[i], &lens[i], &status)
+                        ptrs[i] = <const uint8_t*>owned[i]
+                        nomem = nomem or status == 2
+                        surrogates = surrogates or status == 1
+            if nomem:
+                raise MemoryError()
+            if surrogates:
+                for i in range(n):
+                    if pending[i] != NULL and owned[i] == NULL:
+                        d = replace_lone_surrogates(<str><object>pending[i]).encode("utf-8")
+                        if keep is None:
+                            keep = []
+                        keep.append(d)
+                        ptrs[i] = <const uint8_t*>PyBytes_AS_STRING(d)
+                        lens[i] = PyBytes_GET_SIZE(d)
             scratch_init(&sc)
             with nogil:
                 for i in range(n):
@@ -507,6 +527,7 @@ cdef class CoreEncoder:
             free(owned)
             free(ptrs)
             free(lens)
+            free(pending)
         return 0
 
     def encode_many(self, list datas):

@@ -148,4 +148,42 @@ static const char* ctok_utf8_view(PyObject* text, Py_ssize_t* n, char** owned) {
     return (const char*)buf;
 }
 
+/* The copying half of ctok_utf8_view, for a str that ctok_utf8_view_cheap left to it: callable without the
+ * GIL (it reads the immutable str and calls malloc only, so the caller must keep the str alive).  Returns
+ * the buffer (the caller frees it) and sets *n, or NULL with *status 1 at a surrogate, 2 when out of memory. */
+static char* ctok_utf8_copy_nogil(PyObject* text, Py_ssize_t* n, int* status) {
+    Py_ssize_t len = PyUnicode_GET_LENGTH(text), got;
+    int kind = PyUnicode_KIND(text);
+    uint8_t* buf = (uint8_t*)malloc((size_t)len * (kind == PyUnicode_1BYTE_KIND ? 2 : kind == PyUnicode_2BYTE_KIND ? 3 : 4) + 1);
+    *status = 0;
+    if (buf == NULL) { *status = 2; return NULL; }
+    if (kind == PyUnicode_1BYTE_KIND) got = ctok_utf8_from_ucs1((const uint8_t*)PyUnicode_DATA(text), len, buf);
+    else if (kind == PyUnicode_2BYTE_KIND) got = ctok_utf8_from_ucs2((const uint16_t*)PyUnicode_DATA(text), len, buf);
+    else got = ctok_utf8_from_ucs4((const uint32_t*)PyUnicode_DATA(text), len, buf);
+    if (got < 0) { free(buf); *status = 1; return NULL; }
+    *n = got;
+    return (char*)buf;
+}
+
+/* The part of ctok_utf8_view that needs no copy (with the GIL): 1 with *s, *n the str's own UTF-8 when it has
+ * one (ASCII data or CPython's cached UTF-8); 0 when ctok_utf8_copy_nogil must make it; -1 with an exception. */
+static int ctok_utf8_view_cheap(PyObject* text, const char** s, Py_ssize_t* n) {
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) return -1;
+#endif
+    if (PyUnicode_IS_ASCII(text)) {
+        *n = PyUnicode_GET_LENGTH(text);
+        *s = (const char*)PyUnicode_DATA(text);
+        return 1;
+    }
+#if PY_VERSION_HEX < 0x030E0000
+    if (((PyCompactUnicodeObject*)text)->utf8 != NULL) {
+        *n = ((PyCompactUnicodeObject*)text)->utf8_length;
+        *s = ((PyCompactUnicodeObject*)text)->utf8;
+        return 1;
+    }
+#endif
+    return 0;
+}
+
 #endif
