@@ -88,9 +88,9 @@ class Encoding:
 
     def _set_hf_shortcuts(self):
         """tokenizer.json files whose ordinary text needs no Python stage: encode/encode_ordinary of text
-        holding no added token's first character go straight to the compiled encoder."""
+        holding no added token (as FirstChars in _encoder tests it) go straight to the compiled encoder."""
         route = self._hf.native_route() if self._hf is not None else None
-        if route is None or len(route[0]) > 8 or self.long_input_split:
+        if route is None or len({t[0] for t in route[0]}) > 8 or self.long_input_split:
             return
         firsts, ascii_only = route
         from ._encoder import FastEncode, FastOrdinary

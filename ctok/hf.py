@@ -1224,8 +1224,8 @@ class HFPipeline:
         return out
 
     def native_route(self):
-        """(firsts, ascii_only) when text holding none of the characters `firsts` (the first character of
-        every added token) is encoded by the compiled encoder alone, exactly (`core.encode_str`), if it is
+        """(tokens, ascii_only) when text holding none of the strings `tokens` (every added token's text,
+        raw and normalized) is encoded by the compiled encoder alone, exactly (`core.encode_str`), if it is
         ASCII where ascii_only says so (Unicode normalization forms leave ASCII as it is); None when some
         stage runs in Python (another normalizer, a Python pre-tokenizer or BPE, a prefix space to add) or
         an added token is empty."""
@@ -1237,7 +1237,7 @@ class HFPipeline:
         contents += [self._normalized_cache.get(i, t.content) for i, t in self._added_r.items()]
         if any(not c for c in contents):
             return None
-        return {c[0] for c in contents}, bool(self._norm_ops)
+        return set(contents), bool(self._norm_ops)
 
     def encode_without_added_tokens(self, text: str) -> List[int]:
         """Normalizer, pre-tokenizer and model only: no added token is matched, special or not (what

@@ -79,3 +79,26 @@ def test_shortcut_inputs_like_slow_route(rel):
     with pytest.raises(InvalidTextError):
         enc.encode_ordinary(long_text)
     assert enc.encode("hi", add_special_tokens=True)[-1] == enc.encode("hi")[-1]
+
+
+def test_a_first_character_alone_does_not_leave_the_shortcut():
+    # Every added token of the shared files starts with "<": text with a "<" that starts none of them (code,
+    # markup) must still go native; any occurrence of a token's first two characters, or of a one-character
+    # token, goes to the slow route (which then decides exactly).
+    from ctok._encoder import FastOrdinary
+
+    enc = ctok.get_encoding("o200k_base")
+    calls = []
+
+    def slow(text):
+        calls.append(text)
+        return ["slow"]
+
+    fast = FastOrdinary(enc._core, slow, {"<|im_end|>", "<｜User｜>", "</s>"})
+    for text in ["a < b", "x<y", "if a<b and c <= d:", "<", "ends with <", "<<", "< |im_end|>", "<a>"]:
+        assert fast(text) == enc._core.encode_str(text), text
+    assert calls == []
+    for text in ["<|im_end|>", "x <| y", "<｜", "a</b>", "<</s"]:
+        assert fast(text) == ["slow"], text
+    one = FastOrdinary(enc._core, slow, {"<", "<|x|>"})
+    assert one("a < b") == ["slow"]
