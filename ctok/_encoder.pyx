@@ -963,6 +963,8 @@ cdef extern from "Python.h":
     Py_UCS4 PyUnicode_READ_CHAR(object s, Py_ssize_t i)
 
 
+from unicodedata2 import normalize as _unicode_normalize
+
 _NO_SPECIALS = frozenset()
 
 
@@ -1002,11 +1004,19 @@ cdef void first_chars_set(FirstChars* fc, names) except *:
         fc.n += 1
 
 
-cdef inline bint holds_none(str text, const FirstChars* fc) except -1:
+cdef enum:
+    # Occurrences of a token's first two characters that holds_none checks in full before it gives the text
+    # to the slow route (which finds added tokens its own way): text made of such prefixes stays linear.
+    PREFIX_CHECKS = 64
+
+
+cdef bint holds_none(str text, const FirstChars* fc, dict by_prefix) except -1:
     # True when text holds none of the tokens (fc.n >= 0): no first character, or each occurrence of one
-    # followed by none of its second characters (a token of two or more characters cannot start there).
+    # followed by none of its second characters, or at most PREFIX_CHECKS occurrences of a token's first two
+    # characters where none of the tokens starting with them (by_prefix) begins.  A token of two or more
+    # characters cannot start elsewhere.
     cdef Py_ssize_t n = len(text), pos
-    cdef int i, j
+    cdef int i, j, checks = 0
     cdef Py_UCS4 nxt
     for i in range(fc.n):
         pos = PyUnicode_FindChar(text, fc.c[i], 0, n, 1)
@@ -1017,8 +1027,37 @@ cdef inline bint holds_none(str text, const FirstChars* fc) except -1:
                 nxt = PyUnicode_READ_CHAR(text, pos + 1)         # pos + 1 < n
                 for j in range(fc.nsec[i]):
                     if nxt == fc.sec[i][j]:
-                        return False
+                        checks += 1
+                        if checks > PREFIX_CHECKS:
+                            return False
+                        for tok in by_prefix[text[pos:pos + 2]]:
+                            if text.startswith(tok, pos):
+                                return False
+                        break
             pos = PyUnicode_FindChar(text, fc.c[i], pos + 1, n, 1) if pos + 1 < n else -1
+    return True
+
+
+cdef dict prefix_groups(names):
+    # Tokens of two or more characters by their first two (the keys holds_none looks up).
+    cdef dict out = {}
+    for name in names:
+        if len(name) > 1:
+            out.setdefault(name[:2], []).append(name)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+cdef bint unchanged_by(str text, tuple forms) except -1:
+    # True when text is its own normal form under each of `forms` in turn (what HF's normalizer does to it
+    # is then nothing): ASCII always is, and unicodedata2 answers a normalized text from its quick check
+    # (about 1.5 ns a character).  Normalized under Unicode 16 implies normalized under HF's older data too
+    # (see hf._normalize_part).
+    if not forms or PyUnicode_IS_ASCII(text):
+        return True
+    for form in forms:
+        u = _unicode_normalize(form, text)
+        if u is not text and u != text:
+            return False
     return True
 
 
@@ -1032,11 +1071,14 @@ cdef class FastEncode:
     cdef object slow
     cdef object plain
     cdef FirstChars firsts          # n = -1: too many distinct first characters to scan for; use `slow`
-    cdef bint ascii_only            # only ASCII text takes the shortcut (a Unicode normalizer leaves it as is)
+    cdef dict by_prefix
+    cdef tuple forms                # Unicode normal forms HF applies first: only text they leave as is goes
 
-    def __init__(self, CoreEncoder core, slow, special_names, plain=None, *, bint ascii_only=False):
-        first_chars_set(&self.firsts, [name for name in special_names if name])
-        self.ascii_only = ascii_only
+    def __init__(self, CoreEncoder core, slow, special_names, plain=None, *, tuple forms=()):
+        names = [name for name in special_names if name]
+        first_chars_set(&self.firsts, names)
+        self.by_prefix = prefix_groups(names)
+        self.forms = forms
         self.core = core
         self.slow = slow
         self.plain = core.encode_str if plain is None else plain    # e.g. a PrefixCache.bind(core)
@@ -1044,10 +1086,10 @@ cdef class FastEncode:
     def __call__(self, text, *, allowed_special=_NO_SPECIALS, disallowed_special="all",
                  add_special_tokens=False):
         if (type(text) is str and self.firsts.n >= 0 and not add_special_tokens
-                and (not self.ascii_only or PyUnicode_IS_ASCII(text))
                 and (allowed_special is _NO_SPECIALS or not allowed_special)
                 and (disallowed_special is "all" or disallowed_special == "all")
-                and holds_none(<str>text, &self.firsts)):
+                and holds_none(<str>text, &self.firsts, self.by_prefix)
+                and unchanged_by(<str>text, self.forms)):
             try:
                 return self.plain(text)
             except UnicodeEncodeError:
@@ -1063,19 +1105,22 @@ cdef class FastOrdinary:
     cdef object plain               # core.encode_str, bound once (a method looked up per call costs more)
     cdef object slow
     cdef FirstChars firsts
-    cdef bint ascii_only            # only ASCII text takes the shortcut (a Unicode normalizer leaves it as is)
+    cdef dict by_prefix
+    cdef tuple forms                # Unicode normal forms HF applies first: only text they leave as is goes
 
-    def __init__(self, CoreEncoder core, slow, tokens, *, bint ascii_only=False):
-        first_chars_set(&self.firsts, [t for t in tokens if t])
+    def __init__(self, CoreEncoder core, slow, tokens, *, tuple forms=()):
+        names = [t for t in tokens if t]
+        first_chars_set(&self.firsts, names)
+        self.by_prefix = prefix_groups(names)
         if self.firsts.n < 0:
             raise ValueError("FastOrdinary: at most 8 first characters")
-        self.ascii_only = ascii_only
+        self.forms = forms
         self.plain = core.encode_str
         self.slow = slow
 
     def __call__(self, text):
-        if (type(text) is str and (not self.ascii_only or PyUnicode_IS_ASCII(text))
-                and holds_none(<str>text, &self.firsts)):
+        if (type(text) is str and holds_none(<str>text, &self.firsts, self.by_prefix)
+                and unchanged_by(<str>text, self.forms)):
             try:
                 return self.plain(text)
             except UnicodeEncodeError:

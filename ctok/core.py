@@ -92,11 +92,11 @@ class Encoding:
         route = self._hf.native_route() if self._hf is not None else None
         if route is None or len({t[0] for t in route[0]}) > 8 or self.long_input_split:
             return
-        firsts, ascii_only = route
+        tokens, forms = route
         from ._encoder import FastEncode, FastOrdinary
         self._core.surrogates_raise = True
-        self.encode_ordinary = FastOrdinary(self._core, self._encode_ordinary_slow, firsts, ascii_only=ascii_only)
-        self.encode = FastEncode(self._core, self._encode_full, firsts, self._core.encode_str, ascii_only=ascii_only)
+        self.encode_ordinary = FastOrdinary(self._core, self._encode_ordinary_slow, tokens, forms=forms)
+        self.encode = FastEncode(self._core, self._encode_full, tokens, self._core.encode_str, forms=forms)
 
     def _encode_ordinary_slow(self, text):
         return Encoding.encode_ordinary(self, text)

@@ -1224,11 +1224,11 @@ class HFPipeline:
         return out
 
     def native_route(self):
-        """(tokens, ascii_only) when text holding none of the strings `tokens` (every added token's text,
-        raw and normalized) is encoded by the compiled encoder alone, exactly (`core.encode_str`), if it is
-        ASCII where ascii_only says so (Unicode normalization forms leave ASCII as it is); None when some
-        stage runs in Python (another normalizer, a Python pre-tokenizer or BPE, a prefix space to add) or
-        an added token is empty."""
+        """(tokens, forms) when text holding none of the strings `tokens` (every added token's text, raw and
+        normalized) and left as it is by the Unicode normal forms `forms` (the normalizer, applied in order)
+        is encoded by the compiled encoder alone, exactly (`core.encode_str`); None when some stage runs in
+        Python (another normalizer, a Python pre-tokenizer or BPE, a prefix space to add) or an added token
+        is empty."""
         if self._fast_kind is None or self._fast_prefix_space or self._encoder is not self.core:
             return None
         if any(kind != "unicode" for kind, _ in self._norm_ops):
@@ -1237,7 +1237,7 @@ class HFPipeline:
         contents += [self._normalized_cache.get(i, t.content) for i, t in self._added_r.items()]
         if any(not c for c in contents):
             return None
-        return set(contents), bool(self._norm_ops)
+        return set(contents), tuple(arg for _, arg in self._norm_ops)
 
     def encode_without_added_tokens(self, text: str) -> List[int]:
         """Normalizer, pre-tokenizer and model only: no added token is matched, special or not (what

@@ -1,8 +1,9 @@
 """tokenizer.json files whose ordinary text needs no Python stage (no normalizer or only a Unicode normal form,
 a native pre-tokenizer, no prefix space to add) route `encode` / `encode_ordinary` of text holding no added
-token's first character straight to the compiled encoder (FastOrdinary / FastEncode).  Whatever route a text
-takes, the ids must be HF tokenizers' (`encode_special_tokens=True`, no post-processor), lone surrogates must
-still raise, and str subclasses and non-str inputs behave as on the slow route."""
+token (by its first two characters) and left as it is by the file's normal form straight to the compiled
+encoder (FastOrdinary / FastEncode).  Whatever route a text takes, the ids must be HF tokenizers'
+(`encode_special_tokens=True`, no post-processor), lone surrogates must still raise, and str subclasses and
+non-str inputs behave as on the slow route."""
 from __future__ import annotations
 
 import random
@@ -18,10 +19,10 @@ from ctok.errors import InvalidTextError  # noqa: E402
 # file -> whether it must take the shortcut (the test then proves the shortcut, not only the slow route)
 FILES = {
     "llama3-hf/tokenizer.json": True,
-    "qwen3/tokenizer.json": True,              # NFC: ASCII text only
+    "qwen3/tokenizer.json": True,              # NFC: text NFC leaves as it is
     "deepseek-v3/tokenizer.json": True,
     "gpt2/tokenizer.json": True,
-    "gpt-neox-20b/tokenizer.json": True,       # NFC: ASCII text only
+    "gpt-neox-20b/tokenizer.json": True,       # NFC: text NFC leaves as it is
     "mistral-7b-v0.1/tokenizer.json": False,   # Prepend/Replace normalizer: Python stages
 }
 
@@ -83,8 +84,8 @@ def test_shortcut_inputs_like_slow_route(rel):
 
 def test_a_first_character_alone_does_not_leave_the_shortcut():
     # Every added token of the shared files starts with "<": text with a "<" that starts none of them (code,
-    # markup) must still go native; any occurrence of a token's first two characters, or of a one-character
-    # token, goes to the slow route (which then decides exactly).
+    # markup) must still go native; an occurrence of a token, a one-character token, or more prefix matches
+    # than holds_none checks go to the slow route (which then decides exactly).
     from ctok._encoder import FastOrdinary
 
     enc = ctok.get_encoding("o200k_base")
@@ -95,10 +96,31 @@ def test_a_first_character_alone_does_not_leave_the_shortcut():
         return ["slow"]
 
     fast = FastOrdinary(enc._core, slow, {"<|im_end|>", "<｜User｜>", "</s>"})
-    for text in ["a < b", "x<y", "if a<b and c <= d:", "<", "ends with <", "<<", "< |im_end|>", "<a>"]:
+    for text in ["a < b", "x<y", "if a<b and c <= d:", "<", "ends with <", "<<", "< |im_end|>", "<a>", "a</b>",
+                 "<</s", "x <| y", "<｜", "<|im_end", "</s" * 10]:
         assert fast(text) == enc._core.encode_str(text), text
     assert calls == []
-    for text in ["<|im_end|>", "x <| y", "<｜", "a</b>", "<</s"]:
+    for text in ["<|im_end|>", "a</s>b", "<</s>", "xx<｜User｜>", "<|" * 100 + "<|im_end|>"]:
         assert fast(text) == ["slow"], text
+    assert fast("</b>" * 65) == ["slow"]           # past PREFIX_CHECKS checked prefixes the slow route decides
     one = FastOrdinary(enc._core, slow, {"<", "<|x|>"})
     assert one("a < b") == ["slow"]
+
+
+def test_normalized_text_takes_the_shortcut_under_a_normal_form():
+    from ctok._encoder import FastOrdinary
+
+    enc = ctok.get_encoding("o200k_base")
+    calls = []
+
+    def slow(text):
+        calls.append(text)
+        return ["slow"]
+
+    fast = FastOrdinary(enc._core, slow, {"<|x|>"}, forms=("NFC",))
+    for text in ["plain", "caf\u00e9 \u201cquoted\u201d", "\u65e5\u672c\u8a9e \U0001f600", "\uac01"]:
+        assert fast(text) == enc._core.encode_str(text), text
+    assert calls == []
+    for text in ["cafe\u0301", "\u212b", "\u1100\u1161", "\uac00\u11a8", "a\u0301\u0323x"]:   # NFC changes these
+        assert fast(text) == ["slow"], text
+    assert FastOrdinary(enc._core, slow, {"<|x|>"}, forms=("NFC", "NFKC"))("\ufb01") == ["slow"]   # NFKC: fi
