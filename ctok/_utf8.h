@@ -57,14 +57,32 @@ static Py_ssize_t ctok_utf8_from_ucs1(const uint8_t* s, Py_ssize_t n, uint8_t* o
     return d - out;
 }
 
+#if defined(__SSE2__)
+/* The 8 code points s[0:8] (loaded in v) as UTF-8 at d: packed when all are ASCII.  Returns the new end, or
+ * NULL at a surrogate. */
+static inline uint8_t* ctok_ucs2_block8(const uint16_t* s, __m128i v, uint8_t* d) {
+    const __m128i high = _mm_set1_epi16((short)0xFF80), zero = _mm_setzero_si128();
+    int k;
+    if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(v, high), zero)) == 0xFFFF) {
+        _mm_storel_epi64((__m128i*)d, _mm_packus_epi16(v, v));       /* 8 ASCII code points, one byte each */
+        return d + 8;
+    }
+    for (k = 0; k < 8; k++) {
+        if (s[k] - 0xD800u < 0x800u) return NULL;
+        d = ctok_put_utf8(d, s[k]);
+    }
+    return d;
+}
+#endif
+
 static Py_ssize_t ctok_utf8_from_ucs2(const uint16_t* s, Py_ssize_t n, uint8_t* out) {
     uint8_t* d = out;
-    Py_ssize_t i = 0, end;
+    Py_ssize_t i = 0;
     uint32_t c;
 #if defined(__SSE2__)
     const __m128i high = _mm_set1_epi16((short)0xFF80), zero = _mm_setzero_si128();
     /* 16 code points per step when they are ASCII (English with a few typographic quotes is a 2-byte str
-       that is mostly ASCII); a block that is not goes 8 at a time, ASCII halves still packed. */
+       that is mostly ASCII); a block that is not goes 8 at a time. */
     while (i + 16 <= n) {                                   /* reads s[i:i+16], inside s[0:n] */
         __m128i a = _mm_loadu_si128((const __m128i*)(s + i)), b = _mm_loadu_si128((const __m128i*)(s + i + 8));
         if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(_mm_or_si128(a, b), high), zero)) == 0xFFFF) {
@@ -72,29 +90,12 @@ static Py_ssize_t ctok_utf8_from_ucs2(const uint16_t* s, Py_ssize_t n, uint8_t* 
             d += 16; i += 16;
             continue;
         }
-        if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(a, high), zero)) == 0xFFFF) {
-            _mm_storel_epi64((__m128i*)d, _mm_packus_epi16(a, a));
-            d += 8; i += 8;
-            continue;
-        }
-        for (end = i + 8; i < end; i++) {
-            c = s[i];
-            if (c - 0xD800u < 0x800u) return -1;
-            d = ctok_put_utf8(d, c);
-        }
+        if ((d = ctok_ucs2_block8(s + i, a, d)) == NULL) return -1;
+        i += 8;
     }
     while (i + 8 <= n) {                                    /* reads s[i:i+8], inside s[0:n] */
-        __m128i v = _mm_loadu_si128((const __m128i*)(s + i));
-        if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(v, high), zero)) == 0xFFFF) {
-            _mm_storel_epi64((__m128i*)d, _mm_packus_epi16(v, v));   /* 8 ASCII code points, one byte each */
-            d += 8; i += 8;
-            continue;
-        }
-        for (end = i + 8; i < end; i++) {
-            c = s[i];
-            if (c - 0xD800u < 0x800u) return -1;
-            d = ctok_put_utf8(d, c);
-        }
+        if ((d = ctok_ucs2_block8(s + i, _mm_loadu_si128((const __m128i*)(s + i)), d)) == NULL) return -1;
+        i += 8;
     }
 #endif
     for (; i < n; i++) {

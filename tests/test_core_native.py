@@ -75,12 +75,17 @@ def test_piece_cache_threads_under_eviction(o200k):
                 if core.encode_ordinary(t) != want[j]:
                     errors.append((k, j))
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    _run_threads(work, 8)
+    assert not errors
+
+
+def _run_threads(work, k):
+    """work(0) .. work(k - 1), each on its own thread, all started before any is joined."""
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(k)]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
-    assert not errors
 
 
 def _distinct_words(rnd, n):
@@ -108,11 +113,7 @@ def test_piece_cache_grows_within_its_budget_while_threads_encode(o200k):
             if core.encode_ordinary(t) != want[j % len(texts)]:
                 errors.append((k, j))
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
+    _run_threads(work, 4)
     assert not errors
     assert core.piece_cache_bytes == budget                 # grew twice: 2 + 4 + 8 MB, and no further
     # After the growth the stored pieces were carried over: encoding the same texts again stays exact.

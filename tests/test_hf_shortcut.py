@@ -82,19 +82,24 @@ def test_shortcut_inputs_like_slow_route(rel):
     assert enc.encode("hi", add_special_tokens=True)[-1] == enc.encode("hi")[-1]
 
 
-def test_a_first_character_alone_does_not_leave_the_shortcut():
-    # Every added token of the shared files starts with "<": text with a "<" that starts none of them (code,
-    # markup) must still go native; an occurrence of a token, a one-character token, or more prefix matches
-    # than holds_none checks go to the slow route (which then decides exactly).
-    from ctok._encoder import FastOrdinary
-
-    enc = ctok.get_encoding("o200k_base")
+def _recording_route():
+    """(the o200k encoding, the texts given to `slow`, slow): a slow route that only records its calls."""
     calls = []
 
     def slow(text):
         calls.append(text)
         return ["slow"]
 
+    return ctok.get_encoding("o200k_base"), calls, slow
+
+
+def test_a_first_character_alone_does_not_leave_the_shortcut():
+    # Every added token of the shared files starts with "<": text with a "<" that starts none of them (code,
+    # markup) must still go native; an occurrence of a token, a one-character token, or more prefix matches
+    # than holds_none checks go to the slow route (which then decides exactly).
+    from ctok._encoder import FastOrdinary
+
+    enc, calls, slow = _recording_route()
     fast = FastOrdinary(enc._core, slow, {"<|im_end|>", "<｜User｜>", "</s>"})
     for text in ["a < b", "x<y", "if a<b and c <= d:", "<", "ends with <", "<<", "< |im_end|>", "<a>", "a</b>",
                  "<</s", "x <| y", "<｜", "<|im_end", "</s" * 10]:
@@ -110,13 +115,7 @@ def test_a_first_character_alone_does_not_leave_the_shortcut():
 def test_normalized_text_takes_the_shortcut_under_a_normal_form():
     from ctok._encoder import FastOrdinary
 
-    enc = ctok.get_encoding("o200k_base")
-    calls = []
-
-    def slow(text):
-        calls.append(text)
-        return ["slow"]
-
+    enc, calls, slow = _recording_route()
     fast = FastOrdinary(enc._core, slow, {"<|x|>"}, forms=("NFC",))
     for text in ["plain", "caf\u00e9 \u201cquoted\u201d", "\u65e5\u672c\u8a9e \U0001f600", "\uac01"]:
         assert fast(text) == enc._core.encode_str(text), text
