@@ -16,6 +16,8 @@ ctok = pytest.importorskip("ctok")
 tokenizers = pytest.importorskip("tokenizers")
 from ctok.errors import InvalidTextError  # noqa: E402
 
+SEED_ROUTE = 20261203
+
 # file -> whether it must take the shortcut (the test then proves the shortcut, not only the slow route)
 FILES = {
     "llama3-hf/tokenizer.json": True,
@@ -123,3 +125,25 @@ def test_normalized_text_takes_the_shortcut_under_a_normal_form():
     for text in ["cafe\u0301", "\u212b", "\u1100\u1161", "\uac00\u11a8", "a\u0301\u0323x"]:   # NFC changes these
         assert fast(text) == ["slow"], text
     assert FastOrdinary(enc._core, slow, {"<|x|>"}, forms=("NFC", "NFKC"))("\ufb01") == ["slow"]   # NFKC: fi
+
+
+def test_the_shortcut_never_misses_a_token_on_random_text():
+    # The route's proof (FirstChars) against the plain question "does any token occur?", on random token
+    # sets (one- and two-character tokens, shared prefixes, more than 8 second characters) and random texts
+    # made of their pieces: going native while a token occurs would encode a token's text as plain text.
+    from ctok._encoder import FastOrdinary
+
+    enc, calls, slow = _recording_route()
+    rnd = random.Random(SEED_ROUTE)
+    alphabet = "<|>/abc \u00e9\u4e2d\U0001f600"
+    for _ in range(300):
+        tokens = {"".join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 4))) for _ in range(rnd.randint(1, 12))}
+        if len({t[0] for t in tokens}) > 8:
+            continue
+        fast = FastOrdinary(enc._core, slow, tokens)
+        for _ in range(20):
+            text = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 40)))
+            calls.clear()
+            fast(text)
+            if any(t in text for t in tokens):
+                assert calls == [text], (sorted(tokens), text)
