@@ -3,7 +3,9 @@
 Each point is one whole corpus file encoded to a Python list of ids on one thread.  asv's first sample is the
 first pass over the text in that process (per-process caches cold), the later ones are warm.
 """
-from .common import CORPUS_FILES, FAMILY_NAMES, PEERS, best_mbps, encoder, text
+import time
+
+from .common import CORPUS_FILES, FAMILY_NAMES, PEERS, best_mbps, encoder, load_ctok, text
 
 # The peers run on the first PEER_BYTES of each file (the slowest peer is slower than ctok by an order of
 # magnitude on some files): the ratio is measured on the same slice for both.
@@ -54,3 +56,29 @@ class EncodePeers:
     def track_ctok_speedup(self, family, name, lib):
         return best_mbps(self.ctok, self.text) / best_mbps(self.fn, self.text)
     track_ctok_speedup.unit = "ratio"
+
+
+class EncodeFreshEncoder:
+    """The first encode of a whole corpus file by an encoder made just before (its piece cache untouched), in
+    milliseconds: what a process's first request pays, page faults of the caches included (a 4 MB piece cache
+    in small pages took 3,289 faults on Dracula; see docs/pages/performance.md)."""
+    params = (["o200k_base", "cl100k_base"], ["en_dracula.txt", "code_python.txt", "zh_classical.txt"])
+    param_names = ["family", "corpus"]
+    timeout = 300
+
+    def setup(self, family, name):
+        from ctok._encoder import CoreEncoder
+        self.make = lambda core=load_ctok(family)._core: CoreEncoder(pretok_kind=core.pretok_kind, vocab=core.vocab)
+        self.data = text(name).encode("utf-8")
+
+    def track_first_pass_ms(self, family, name):
+        best = None
+        for _ in range(3):
+            core = self.make()
+            core.encode_ordinary(b"warm-up text, not from the corpus: 12345\n")
+            t0 = time.perf_counter()
+            core.encode_ordinary(self.data)
+            dt = (time.perf_counter() - t0) * 1e3
+            best = dt if best is None else min(best, dt)
+        return best
+    track_first_pass_ms.unit = "ms"
