@@ -19,7 +19,6 @@ cdef struct CacheTable:
     CacheEntry* entries
     uint64_t mask               # entries - 1 (a power of two, at least 16 entries)
     CacheTable* older           # the table this one grew from; every table lives until cache_free
-    bint huge                   # allocated in huge pages (ctok_table_alloc)
 
 cdef struct PieceCache:
     # Starts at up to FIRST_TABLE_BYTES and doubles while pieces keep arriving, as long as all its tables

@@ -33,10 +33,10 @@ cdef extern from *:
     #include <sys/mman.h>
     #include <stdint.h>
     #define CTOK_HUGE (2u << 20)
-    /* Zeroed memory for a table of n bytes.  huge (n is then a multiple of 2 MB): mapped 2 MB aligned and
-       marked MADV_HUGEPAGE, so that first writes fault once per 2 MB, not once per 4 KB. */
-    static void* ctok_table_alloc(size_t n, int huge) {
-        if (!huge || n < CTOK_HUGE) return calloc(1, n);
+    /* Zeroed memory for a table of n bytes.  From 2 MB on (n is then a multiple of 2 MB): mapped 2 MB aligned
+       and marked MADV_HUGEPAGE, so that first writes fault once per 2 MB, not once per 4 KB. */
+    static void* ctok_table_alloc(size_t n) {
+        if (n < CTOK_HUGE) return calloc(1, n);
         char* p = (char*)mmap(NULL, n + CTOK_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == (char*)MAP_FAILED) return NULL;
         char* a = (char*)(((uintptr_t)p + CTOK_HUGE - 1) & ~(uintptr_t)(CTOK_HUGE - 1));
@@ -47,17 +47,17 @@ cdef extern from *:
     #endif
         return a;
     }
-    static void ctok_table_free(void* p, size_t n, int huge) {
+    static void ctok_table_free(void* p, size_t n) {
         if (p == NULL) return;
-        if (!huge || n < CTOK_HUGE) free(p); else munmap(p, n);
+        if (n < CTOK_HUGE) free(p); else munmap(p, n);
     }
     #else
-    static void* ctok_table_alloc(size_t n, int huge) { (void)huge; return calloc(1, n); }
-    static void ctok_table_free(void* p, size_t n, int huge) { (void)n; (void)huge; free(p); }
+    static void* ctok_table_alloc(size_t n) { return calloc(1, n); }
+    static void ctok_table_free(void* p, size_t n) { (void)n; free(p); }
     #endif
     """
-    void* ctok_table_alloc(size_t n, bint huge) nogil
-    void ctok_table_free(void* p, size_t n, bint huge) nogil
+    void* ctok_table_alloc(size_t n) nogil
+    void ctok_table_free(void* p, size_t n) nogil
 
 from ctok._bpe cimport IdVec, idvec_reserve, BPE_OK
 
@@ -95,14 +95,13 @@ cdef extern from *:
     void ctok_fence_acquire() nogil
 
 
-cdef CacheTable* table_new(uint64_t n, bint huge) noexcept nogil:
-    # A zeroed table of n entries (a power of two >= 16), or NULL.  huge: in huge pages where the OS has them
-    # (tables of 2 MB and more: one fault per 2 MB; the first table of a small budget stays in small pages).
+cdef CacheTable* table_new(uint64_t n) noexcept nogil:
+    # A zeroed table of n entries (a power of two >= 16), or NULL.  Tables of 2 MB and more take huge pages
+    # where the OS has them (one fault per 2 MB); the table of a small budget stays in small pages.
     cdef CacheTable* t = <CacheTable*>calloc(1, sizeof(CacheTable))
     if t == NULL:
         return NULL
-    t.huge = huge
-    t.entries = <CacheEntry*>ctok_table_alloc(n * sizeof(CacheEntry), huge)
+    t.entries = <CacheEntry*>ctok_table_alloc(n * sizeof(CacheEntry))
     if t.entries == NULL:
         free(t)
         return NULL
@@ -123,7 +122,7 @@ cdef int cache_init(PieceCache* c, Py_ssize_t max_bytes) noexcept nogil:
         return 0                                        # too small to help: off
     while (n * 2) * sizeof(CacheEntry) <= first:
         n *= 2
-    c.table = table_new(n, True)
+    c.table = table_new(n)
     if c.table == NULL:
         return -1
     c.held = n * sizeof(CacheEntry)
@@ -137,7 +136,7 @@ cdef void cache_free(PieceCache* c) noexcept nogil:
     cdef CacheTable* older
     while t != NULL:
         older = t.older
-        ctok_table_free(t.entries, (t.mask + 1) * sizeof(CacheEntry), t.huge)
+        ctok_table_free(t.entries, (t.mask + 1) * sizeof(CacheEntry))
         free(t)
         t = older
     c.table = NULL
@@ -210,7 +209,7 @@ cdef void grow(PieceCache* c, CacheTable* t) noexcept nogil:
     if <CacheTable*>ctok_ptr_load_acquire(<void* const*>&c.table) != t or c.held + n * sizeof(CacheEntry) > c.max_bytes:
         ctok_flag_drop(&c.growing)
         return
-    bigger = table_new(n, True)
+    bigger = table_new(n)
     if bigger == NULL:
         c.max_bytes = c.held                            # no memory: stay at this size for good
         ctok_flag_drop(&c.growing)

@@ -136,45 +136,13 @@ static Py_ssize_t ctok_utf8_from_ucs4(const uint32_t* s, Py_ssize_t n, uint8_t* 
     return d - out;
 }
 
-static const char* ctok_utf8_view(PyObject* text, Py_ssize_t* n, char** owned) {
-    Py_ssize_t len, got;
-    int kind;
-    uint8_t* buf;
-    *owned = NULL;
-#if PY_VERSION_HEX < 0x030C0000
-    if (PyUnicode_READY(text) < 0) return NULL;
-#endif
-    len = PyUnicode_GET_LENGTH(text);
-    if (PyUnicode_IS_ASCII(text)) {
-        *n = len;
-        return (const char*)PyUnicode_DATA(text);
-    }
-#if PY_VERSION_HEX < 0x030E0000
-    /* A UTF-8 form CPython already made and keeps is free to use. */
-    if (((PyCompactUnicodeObject*)text)->utf8 != NULL) {
-        *n = ((PyCompactUnicodeObject*)text)->utf8_length;
-        return ((PyCompactUnicodeObject*)text)->utf8;
-    }
-#endif
-    kind = PyUnicode_KIND(text);
-    /* 2, 3 or 4 bytes at most per code point of a 1-, 2- or 4-byte kind; + 1 so that malloc(0) is never asked. */
-    buf = (uint8_t*)malloc((size_t)len * (kind == PyUnicode_1BYTE_KIND ? 2 : kind == PyUnicode_2BYTE_KIND ? 3 : 4) + 1);
-    if (buf == NULL) { PyErr_NoMemory(); return NULL; }
-    if (kind == PyUnicode_1BYTE_KIND) got = ctok_utf8_from_ucs1((const uint8_t*)PyUnicode_DATA(text), len, buf);
-    else if (kind == PyUnicode_2BYTE_KIND) got = ctok_utf8_from_ucs2((const uint16_t*)PyUnicode_DATA(text), len, buf);
-    else got = ctok_utf8_from_ucs4((const uint32_t*)PyUnicode_DATA(text), len, buf);
-    if (got < 0) { free(buf); return NULL; }
-    *owned = (char*)buf;
-    *n = got;
-    return (const char*)buf;
-}
-
 /* The copying half of ctok_utf8_view, for a str that ctok_utf8_view_cheap left to it: callable without the
  * GIL (it reads the immutable str and calls malloc only, so the caller must keep the str alive).  Returns
  * the buffer (the caller frees it) and sets *n, or NULL with *status 1 at a surrogate, 2 when out of memory. */
 static char* ctok_utf8_copy_nogil(PyObject* text, Py_ssize_t* n, int* status) {
     Py_ssize_t len = PyUnicode_GET_LENGTH(text), got;
     int kind = PyUnicode_KIND(text);
+    /* 2, 3 or 4 bytes at most per code point of a 1-, 2- or 4-byte kind; + 1 so that malloc(0) is never asked. */
     uint8_t* buf = (uint8_t*)malloc((size_t)len * (kind == PyUnicode_1BYTE_KIND ? 2 : kind == PyUnicode_2BYTE_KIND ? 3 : 4) + 1);
     *status = 0;
     if (buf == NULL) { *status = 2; return NULL; }
@@ -187,7 +155,8 @@ static char* ctok_utf8_copy_nogil(PyObject* text, Py_ssize_t* n, int* status) {
 }
 
 /* The part of ctok_utf8_view that needs no copy (with the GIL): 1 with *s, *n the str's own UTF-8 when it has
- * one (ASCII data or CPython's cached UTF-8); 0 when ctok_utf8_copy_nogil must make it; -1 with an exception. */
+ * one (ASCII data or CPython's cached UTF-8, free to use); 0 when ctok_utf8_copy_nogil must make it; -1 with
+ * an exception. */
 static int ctok_utf8_view_cheap(PyObject* text, const char** s, Py_ssize_t* n) {
 #if PY_VERSION_HEX < 0x030C0000
     if (PyUnicode_READY(text) < 0) return -1;
@@ -205,6 +174,18 @@ static int ctok_utf8_view_cheap(PyObject* text, const char** s, Py_ssize_t* n) {
     }
 #endif
     return 0;
+}
+
+/* See the contract at the top: the cheap view, else ctok's own copy. */
+static const char* ctok_utf8_view(PyObject* text, Py_ssize_t* n, char** owned) {
+    const char* s;
+    int status, cheap = ctok_utf8_view_cheap(text, &s, n);
+    *owned = NULL;
+    if (cheap < 0) return NULL;
+    if (cheap) return s;
+    *owned = ctok_utf8_copy_nogil(text, n, &status);
+    if (status == 2) PyErr_NoMemory();
+    return *owned;
 }
 
 #endif
