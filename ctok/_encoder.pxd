@@ -47,6 +47,12 @@ cdef struct EncoderState:
 cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, IdVec* out,
                       BpeScratch* sc) noexcept nogil
 
+# The pieces of s[0:n] from the piece boundary pos on, until the first piece boundary at or after stop
+# (pos < stop <= n; a few pieces past stop, which are cut in batches), which goes to end.  Not for
+# PRETOK_WHOLE.  The prefix cache records its checkpoints at these ends.
+cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos,
+                           Py_ssize_t stop, IdVec* out, BpeScratch* sc, Py_ssize_t* end) noexcept nogil
+
 # BPE ids of one piece: whole-token lookup, then the shared piece cache, then the merge.
 cdef int encode_piece_cached(const EncoderState* st, const uint8_t* p, Py_ssize_t n, IdVec* out,
                              BpeScratch* sc) noexcept nogil

@@ -78,7 +78,7 @@ from ctok._bpe cimport (IdVec, BpeScratch, BPE_OK, BPE_NOMEM, idvec_reserve, idv
                         scratch_init, scratch_free)
 from ctok._pretok cimport (next_piece_end, ctok_char, PRETOK_N_KINDS, PRETOK_WHOLE, CT_WS, CT_L, CT_UP, CT_LO,
                            CT_M)
-from ctok._encoder cimport CoreEncoder, exact_str, EncoderState, encode_piece_cached
+from ctok._encoder cimport CoreEncoder, exact_str, EncoderState, encode_state_span
 
 # Default byte budget of a PrefixCache (the Encoding setting / CTOK_PREFIX_CACHE_BYTES override it).
 DEFAULT_PREFIX_CACHE_BYTES = 64 << 20
@@ -190,23 +190,23 @@ cdef void prefix_hashes(const uint8_t* s, Py_ssize_t n_blocks, uint64_t* out) no
 cdef int encode_from(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos, IdVec* out,
                      IdVec* ck) noexcept nogil:
     """Append the ids of the pieces of s[0:n] from the piece boundary pos on; record a checkpoint
-    (offset, ids so far) at the first piece boundary at least PREFIX_CK_EVERY bytes after the last."""
+    (offset, ids so far) at a piece boundary at least PREFIX_CK_EVERY bytes after the last.  The encoder's
+    batched loop (encode_state_span) does the work, so a text that is kept costs what a plain encode does:
+    its span ends, a few pieces past each requested stop, are the checkpoints."""
     cdef BpeScratch sc
-    cdef Py_ssize_t e, next_ck = pos + PREFIX_CK_EVERY
+    cdef Py_ssize_t e, stop
     cdef int rc = BPE_OK
-    cdef int kind = st.pretok_kind
     scratch_init(&sc)
     while pos < n:
-        e = next_piece_end(kind, s, n, pos)       # 0 <= pos < n
-        rc = encode_piece_cached(st, s + pos, e - pos, out, &sc)
+        stop = pos + PREFIX_CK_EVERY if pos + PREFIX_CK_EVERY < n else n    # pos < stop <= n
+        rc = encode_state_span(st, s, n, pos, stop, out, &sc, &e)
         if rc != BPE_OK:
             break
-        pos = e
-        if pos >= next_ck and pos < n:
+        pos = e                                   # a piece boundary, >= stop
+        if pos < n:
             if idvec_push(ck, <uint32_t>pos) != BPE_OK or idvec_push(ck, <uint32_t>out.size) != BPE_OK:
                 rc = BPE_NOMEM
                 break
-            next_ck = pos + PREFIX_CK_EVERY
     scratch_free(&sc)
     return rc
 
