@@ -72,11 +72,18 @@ cdef class CoreEncoder:
     cdef IdVec short_out
     cdef BpeScratch short_scratch
     cdef bint short_busy
+    # Scratches lent to longer encodes (take_scratch/give_scratch, with the GIL held): a fresh scratch
+    # allocates and clears its 64 KB pair memo on the first merge, which is several percent of encoding a
+    # few KB.  Bit i of pool_busy: pool[i] is lent out.
+    cdef BpeScratch pool[4]
+    cdef unsigned int pool_busy
     # True: encode_str raises UnicodeEncodeError at a lone surrogate (tokenizer.json files refuse such
     # text) instead of replacing it with U+FFFD (tiktoken's rule).
     cdef public bint surrogates_raise
 
     cdef list ids_to_list(self, IdVec* v)
+    cdef BpeScratch* take_scratch(self, BpeScratch* own) noexcept
+    cdef void give_scratch(self, BpeScratch* sc, BpeScratch* own) noexcept
     cdef _check_kind(self)
     cdef _build_char_self_merges(self)
     cdef int encode_into(self, const uint8_t* s, Py_ssize_t n, IdVec* out, BpeScratch* sc) noexcept nogil

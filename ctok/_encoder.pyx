@@ -69,6 +69,8 @@ cdef Py_ssize_t next_marker_word_end(const EncoderState* st, const uint8_t* s, P
 
 cdef enum:
     SHORT_TEXT = 2048       # keep in step with SHORT_TEXT_BYTES
+    SCRATCH_POOL = 4        # the size of CoreEncoder.pool
+    SCRATCH_KEEP_SYMBOLS = 1 << 16      # a pooled scratch with room for more symbols is freed when given back
     CHAR_SELF_MAX = 32      # char-level self_merges: tokens up to this many bytes (bounds the load-time work)
 
 
@@ -285,6 +287,7 @@ cdef class CoreEncoder:
     """
 
     def __cinit__(self):
+        cdef int i
         self.int_cache = NULL
         self.int_cache_size = 0
         self.own_self_merges = NULL
@@ -293,6 +296,9 @@ cdef class CoreEncoder:
         self.short_out.data = NULL; self.short_out.size = 0; self.short_out.cap = 0
         scratch_init(&self.short_scratch)
         self.short_busy = False
+        for i in range(SCRATCH_POOL):
+            scratch_init(&self.pool[i])
+        self.pool_busy = 0
 
     def __dealloc__(self):
         cdef Py_ssize_t i
@@ -300,11 +306,35 @@ cdef class CoreEncoder:
         free(self.own_self_merges)
         idvec_free(&self.short_out)
         scratch_free(&self.short_scratch)
+        for i in range(SCRATCH_POOL):
+            scratch_free(&self.pool[i])
         if self.int_cache != NULL:
             for i in range(self.int_cache_size):
                 if self.int_cache[i] != NULL:
                     Py_DECREF_ptr(self.int_cache[i])
             free(self.int_cache)
+
+    cdef BpeScratch* take_scratch(self, BpeScratch* own) noexcept:
+        # A free scratch of the pool, or `own` (which the caller has scratch_init-ed) when all are lent:
+        # concurrent callers beyond the pool's size pay for a fresh one.  GIL held.
+        cdef int i
+        for i in range(SCRATCH_POOL):
+            if not (self.pool_busy >> i) & 1:
+                self.pool_busy |= 1u << i
+                return &self.pool[i]
+        return own
+
+    cdef void give_scratch(self, BpeScratch* sc, BpeScratch* own) noexcept:
+        # Back to the pool (or, for `own`, freed).  A scratch grown by a huge piece is freed rather than
+        # kept: its buffers grow with the longest piece merged.  GIL held.
+        cdef int i
+        for i in range(SCRATCH_POOL):
+            if sc == &self.pool[i]:
+                if sc.cap > SCRATCH_KEEP_SYMBOLS or sc.tree_cap > SCRATCH_KEEP_SYMBOLS:
+                    scratch_free(sc)
+                self.pool_busy &= ~(1u << i)
+                return
+        scratch_free(sc)                            # own
 
     cdef list ids_to_list(self, IdVec* v):
         if self.int_cache == NULL:
@@ -417,15 +447,17 @@ cdef class CoreEncoder:
     cdef int _encode_bytes(self, bytes data, IdVec* out, bint split) except -1:
         cdef const uint8_t* s = <const uint8_t*>PyBytes_AS_STRING(data)
         cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
-        cdef BpeScratch sc
+        cdef BpeScratch own
+        cdef BpeScratch* sc
         cdef int rc
-        scratch_init(&sc)
+        scratch_init(&own)
+        sc = self.take_scratch(&own)
         with nogil:
             if split:
-                rc = self.encode_into(s, n, out, &sc)
+                rc = self.encode_into(s, n, out, sc)
             else:
-                rc = bpe_encode_piece(&self.vocab.t, &self.state.opt, s, n, out, &sc)
-            scratch_free(&sc)
+                rc = bpe_encode_piece(&self.vocab.t, &self.state.opt, s, n, out, sc)
+        self.give_scratch(sc, &own)
         if rc != BPE_OK:
             raise MemoryError()
         return 0
@@ -795,6 +827,7 @@ cdef class CoreEncoder:
             text = exact_str(text)
         cdef IdVec out
         cdef BpeScratch sc
+        cdef BpeScratch* scp
         cdef int rc
         cdef char* owned = NULL
         s = NULL
@@ -825,21 +858,22 @@ cdef class CoreEncoder:
                     idvec_free(&self.short_out)
         out.data = NULL; out.size = 0; out.cap = 0
         scratch_init(&sc)
+        scp = self.take_scratch(&sc)
         try:
             # About one id per 4 bytes for English and code: growing from a small buffer would copy the
             # ids log(n) times.
             if idvec_reserve(&out, n // 4 + 16) != BPE_OK:
                 raise MemoryError()
             if n < SHORT_TEXT:
-                rc = self.encode_into(<const uint8_t*>s, n, &out, &sc)
+                rc = self.encode_into(<const uint8_t*>s, n, &out, scp)
             else:
                 with nogil:
-                    rc = self.encode_into(<const uint8_t*>s, n, &out, &sc)
+                    rc = self.encode_into(<const uint8_t*>s, n, &out, scp)
             if rc != BPE_OK:
                 raise MemoryError()
             return self.ids_to_list(&out)
         finally:
-            scratch_free(&sc)
+            self.give_scratch(scp, &sc)
             idvec_free(&out)
             free(owned)
 

@@ -188,18 +188,16 @@ cdef void prefix_hashes(const uint8_t* s, Py_ssize_t n_blocks, uint64_t* out) no
 # ---------------------------------------------------------------- encoding with checkpoints
 
 cdef int encode_from(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos, IdVec* out,
-                     IdVec* ck) noexcept nogil:
+                     IdVec* ck, BpeScratch* sc) noexcept nogil:
     """Append the ids of the pieces of s[0:n] from the piece boundary pos on; record a checkpoint
     (offset, ids so far) at a piece boundary at least PREFIX_CK_EVERY bytes after the last.  The encoder's
     batched loop (encode_state_span) does the work, so a text that is kept costs what a plain encode does:
     its span ends, a few pieces past each requested stop, are the checkpoints."""
-    cdef BpeScratch sc
     cdef Py_ssize_t e, stop
     cdef int rc = BPE_OK
-    scratch_init(&sc)
     while pos < n:
         stop = pos + PREFIX_CK_EVERY if pos + PREFIX_CK_EVERY < n else n    # pos < stop <= n
-        rc = encode_state_span(st, s, n, pos, stop, out, &sc, &e)
+        rc = encode_state_span(st, s, n, pos, stop, out, sc, &e)
         if rc != BPE_OK:
             break
         pos = e                                   # a piece boundary, >= stop
@@ -207,7 +205,6 @@ cdef int encode_from(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Py_
             if idvec_push(ck, <uint32_t>pos) != BPE_OK or idvec_push(ck, <uint32_t>out.size) != BPE_OK:
                 rc = BPE_NOMEM
                 break
-    scratch_free(&sc)
     return rc
 
 
@@ -492,6 +489,8 @@ cdef class PrefixCache:
         cdef const uint8_t* a
         cdef Py_ssize_t an = 0
         cdef IdVec out, ck, view
+        cdef BpeScratch sc
+        cdef BpeScratch* scp
         cdef bint keep
         cdef Py_ssize_t base
         cdef uint64_t small_hashes[64]
@@ -509,6 +508,7 @@ cdef class PrefixCache:
                 raise MemoryError()
         out.data = NULL; out.size = 0; out.cap = 0
         ck.data = NULL; ck.size = 0; ck.cap = 0
+        scratch_init(&sc)
         try:
             if n_blocks <= 512:
                 prefix_hashes(s, n_blocks, hashes)
@@ -578,8 +578,10 @@ cdef class PrefixCache:
             if ck.size == 0 or <Py_ssize_t>ck.data[ck.size - 2] < p:
                 if idvec_push(&ck, <uint32_t>p) != BPE_OK or idvec_push(&ck, <uint32_t>n_p) != BPE_OK:
                     raise MemoryError()
+            scp = core.take_scratch(&sc)
             with nogil:
-                rc = encode_from(st, s, n, p, &out, &ck)
+                rc = encode_from(st, s, n, p, &out, &ck, scp)
+            core.give_scratch(scp, &sc)
             if rc != BPE_OK:
                 raise MemoryError()
             result = self._ids_list(core, old, n_p, out.data + base, out.size - base)
@@ -790,6 +792,7 @@ cdef list _direct(CoreEncoder core, const uint8_t* s, Py_ssize_t n):
     buffers under the GIL, as encode_str does; longer ones release it)."""
     cdef IdVec out
     cdef BpeScratch sc
+    cdef BpeScratch* scp
     cdef int rc
     if n < 2048 and not core.short_busy:
         core.short_busy = True
@@ -804,15 +807,16 @@ cdef list _direct(CoreEncoder core, const uint8_t* s, Py_ssize_t n):
                 idvec_free(&core.short_out)
     out.data = NULL; out.size = 0; out.cap = 0
     scratch_init(&sc)
+    scp = core.take_scratch(&sc)
     try:
         if n < 2048:
-            rc = core.encode_into(s, n, &out, &sc)
+            rc = core.encode_into(s, n, &out, scp)
         else:
             with nogil:
-                rc = core.encode_into(s, n, &out, &sc)
+                rc = core.encode_into(s, n, &out, scp)
         if rc != BPE_OK:
             raise MemoryError()
         return core.ids_to_list(&out)
     finally:
-        scratch_free(&sc)
+        core.give_scratch(scp, &sc)
         idvec_free(&out)
