@@ -1077,6 +1077,21 @@ cdef bint holds_none(str text, const FirstChars* fc, dict by_prefix) except -1:
     return True
 
 
+def texts_maybe_holding(list texts, names):
+    """The items of `texts` that may hold one of the strings `names`: all but those that holds_none
+    proves hold none (every item when there are too many first characters to scan for).  A batch's check
+    for disallowed special tokens then searches only these, instead of testing each text in Python."""
+    cdef FirstChars fc
+    cdef dict by_prefix
+    names = [name for name in names if name]
+    if not names:
+        return []
+    by_prefix = first_chars_set(&fc, names)
+    if fc.n < 0:
+        return list(texts)
+    return [t for t in texts if type(t) is not str or not holds_none(<str>t, &fc, by_prefix)]
+
+
 cdef bint unchanged_by(str text, tuple forms) except -1:
     # True when text is its own normal form under each of `forms` in turn (what HF's normalizer does to it
     # is then nothing): ASCII always is, and unicodedata2 answers a normalized text from its quick check

@@ -194,17 +194,12 @@ class Encoding:
         r = self._special_re(disallowed) if disallowed else None
         if r is None:
             return
+        from ._encoder import texts_maybe_holding
         search = r.search
-        firsts = {name[0] for name in disallowed}
-        if len(firsts) <= 4:
-            # A text holding none of the first characters needs no search (`in` is a memchr-speed scan).
-            for t in texts:
-                if any(c in t for c in firsts) and search(t) is not None:
-                    self._policy(t, (), disallowed_special)     # raises, with tiktoken's message
-        else:
-            for t in texts:
-                if search(t) is not None:
-                    self._policy(t, (), disallowed_special)
+        # Only texts holding a name's first characters need the search (a memchr-speed scan each, in C).
+        for t in texts_maybe_holding(texts, disallowed):
+            if search(t) is not None:
+                self._policy(t, (), disallowed_special)     # raises, with tiktoken's message
 
     def _policy(self, text, allowed_special, disallowed_special) -> frozenset:
         if allowed_special == "all":
