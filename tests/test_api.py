@@ -137,6 +137,42 @@ def test_encode_batch_disallowed_special_raises(o200k):
         o200k.encode_batch_flat(texts, num_threads=2)
 
 
+def _raises(fn):
+    try:
+        fn()
+    except ValueError:
+        return True
+    return False
+
+
+def test_encode_batch_disallowed_special_agrees_with_reference(o200k, o200k_ref):
+    # The batch check scans texts natively (texts_maybe_holding) before any regex runs: a batch must raise
+    # exactly when tiktoken raises for one of its texts, special-token look-alikes included.
+    parts = ["<|endoftext|>", "<|endofprompt|>", "<|endoftext", "<|", "<", "|>", "endoftext", "<<|endoftext|>",
+             "<|endoftext|", "x", " ", "\n", "é", "<|fim_prefix|>"]
+    rnd = random.Random(7)
+    for _ in range(300):
+        texts = ["".join(rnd.choice(parts) for _ in range(rnd.randint(0, 5))) for _ in range(rnd.randint(1, 6))]
+        for disallowed in ("all", {"<|endofprompt|>"}, ()):
+            want = any(_raises(lambda t=t: o200k_ref.encode(t, disallowed_special=disallowed)) for t in texts)
+            for fn in (o200k.encode_batch, o200k.encode_batch_flat):
+                assert _raises(lambda: fn(texts, disallowed_special=disallowed)) == want, (texts, disallowed)
+
+
+def test_encode_batch_disallowed_many_first_characters(o200k_ref):
+    # Special tokens with more distinct first characters than the native scan takes: every text is searched.
+    specials = {f"{c}special{c}": 200_100 + i for i, c in enumerate("abcdefghijkl")}
+    base = o200k_ref.enc
+    enc = ctok.load(str(FAMILY_BY_ID["o200k_base"].source_file()), pattern=base._pat_str, special_tokens=specials)
+    import tiktoken
+    ref = tiktoken.Encoding("many", pat_str=base._pat_str, mergeable_ranks=base._mergeable_ranks,
+                            special_tokens=specials)
+    for texts in (["plain"] * 5, ["plain", "has kspecialk inside"], ["lspecial", "specialm"]):
+        want = any(_raises(lambda t=t: ref.encode(t)) for t in texts)
+        assert _raises(lambda: enc.encode_batch(texts)) == want
+        assert _raises(lambda: enc.encode_batch_flat(texts)) == want
+
+
 @pytest.mark.parametrize("num_threads", [None, 1, 3])
 def test_encode_batch_flat(o200k, o200k_ref, num_threads):
     texts = [t for t in sample_texts() if "<|endoftext|>" not in t and "<|endofprompt|>" not in t]
