@@ -1145,19 +1145,20 @@ cdef class FastEncode:
 cdef class FastOrdinary:
     """`Encoding.encode_ordinary` for tokenizer.json files whose pipeline, on text holding no added
     token, is exactly the compiled encoder (no normalizer, a native pretokenizer): text that holds none of
-    the added tokens' texts by the test of FirstChars goes straight to `core.encode_str`; all else to `slow`."""
-    cdef object plain               # core.encode_str, bound once (a method looked up per call costs more)
+    the added tokens' texts by the test of FirstChars goes straight to `plain` (`core.encode_str`, or the
+    same through a prefix cache); all else to `slow`."""
+    cdef object plain               # bound once (a method looked up per call costs more)
     cdef object slow
     cdef FirstChars firsts
     cdef dict by_prefix
     cdef tuple forms                # Unicode normal forms HF applies first: only text they leave as is goes
 
-    def __init__(self, CoreEncoder core, slow, tokens, *, tuple forms=()):
+    def __init__(self, CoreEncoder core, slow, tokens, *, tuple forms=(), plain=None):
         self.by_prefix = first_chars_set(&self.firsts, [t for t in tokens if t])
         if self.firsts.n < 0:
             raise ValueError("FastOrdinary: at most 8 first characters")
         self.forms = forms
-        self.plain = core.encode_str
+        self.plain = core.encode_str if plain is None else plain    # e.g. a PrefixCache.bind(core)
         self.slow = slow
 
     def __call__(self, text):

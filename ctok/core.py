@@ -81,30 +81,40 @@ class Encoding:
         self._core.c_api_ok = hf_pipeline is None and self._split_fallback is None
         self._prefix_cache = None
         self._plain = self._core.encode_str
-        if self._native_plain():
-            self.set_prefix_cache(None)
-        else:
-            self._set_hf_shortcuts()
+        self.set_prefix_cache(None)
+
+    def _hf_route(self):
+        """(added tokens, normal forms) when this tokenizer.json file's ordinary text can take the compiled
+        route (see _set_hf_shortcuts), else None."""
+        route = self._hf.native_route() if self._hf is not None else None
+        if route is None or len({t[0] for t in route[0]}) > 8:
+            return None
+        return route
 
     def _set_hf_shortcuts(self):
         """tokenizer.json files whose ordinary text needs no Python stage: encode/encode_ordinary of text
-        holding no added token (as FirstChars in _encoder tests it) go straight to the compiled encoder."""
-        route = self._hf.native_route() if self._hf is not None else None
-        if route is None or len({t[0] for t in route[0]}) > 8 or self.long_input_split:
+        holding no added token (as FirstChars in _encoder tests it) go straight to the compiled encoder
+        (through the prefix cache when it is on)."""
+        route = self._hf_route()
+        if route is None or self.long_input_split:
             return
         tokens, forms = route
         from ._encoder import FastEncode, FastOrdinary
         self._core.surrogates_raise = True
-        self.encode_ordinary = FastOrdinary(self._core, self._encode_ordinary_slow, tokens, forms=forms)
-        self.encode = FastEncode(self._core, self._encode_full, tokens, self._core.encode_str, forms=forms)
+        self.encode_ordinary = FastOrdinary(self._core, self._encode_ordinary_slow, tokens, forms=forms,
+                                            plain=self._plain)
+        self.encode = FastEncode(self._core, self._encode_full, tokens, self._plain, forms=forms)
 
     def _encode_ordinary_slow(self, text):
         return Encoding.encode_ordinary(self, text)
 
     def set_prefix_cache(self, max_bytes: Optional[int]) -> None:
         """Reuse the ids of shared prompt prefixes (ctok._prefix), within max_bytes of memory; 0 turns it
-        off, None takes CTOK_PREFIX_CACHE_BYTES or the default.  Results never change."""
-        if not self._native_plain():
+        off, None takes CTOK_PREFIX_CACHE_BYTES or the default.  Results never change.  For a tokenizer.json
+        file it serves the texts that take the compiled route (no added token's text, nothing for the
+        normalizer to change); a file whose every text needs Python stages has no cache."""
+        native = self._native_plain()
+        if not native and self._hf_route() is None:
             return
         from ._encoder import FastEncode
         from ._prefix import PrefixCache, DEFAULT_PREFIX_CACHE_BYTES
@@ -113,7 +123,9 @@ class Encoding:
         self._prefix_cache = PrefixCache(max_bytes) if max_bytes > 0 else None
         # Hot paths straight into the compiled encoder (str in, list out), through the cache if on.
         self._plain = self._core.encode_str if self._prefix_cache is None else self._prefix_cache.bind(self._core)
-        if self.long_input_split:
+        if not native:
+            self._set_hf_shortcuts()
+        elif self.long_input_split:
             # The class methods cut long inputs first; the compiled shortcuts below would skip that.
             self.__dict__.pop("encode_ordinary", None)
             self.__dict__.pop("encode", None)

@@ -284,3 +284,36 @@ def test_str_entry_points_and_bind(o200k):
     assert enc.__self__.cache is cache
     with pytest.raises(TypeError):
         enc(b"bytes")
+
+
+# (GPT-NeoX also takes the compiled route, but some bytes are no token of its vocabulary: the cache, which
+# counts ids by their bytes, passes its texts through.)
+HF_ROUTE_FILES = ["gpt2/tokenizer.json", "llama3-hf/tokenizer.json", "qwen3/tokenizer.json",
+                  "deepseek-v3/tokenizer.json"]
+
+
+@pytest.mark.parametrize("rel", HF_ROUTE_FILES)
+def test_tokenizer_json_files_use_the_cache_exactly(rel):
+    """tokenizer.json files whose ordinary text takes the compiled route have the cache on by default; prompts
+    sharing a long prefix reuse it, and every result equals HF tokenizers' (texts holding added-token look-alikes
+    or characters the normalizer changes take the Python pipeline, past the cache)."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from _shared import vocab_path, corpus_text
+    path = str(vocab_path(*rel.split("/")))
+    enc = ctok.load(path)
+    assert enc.prefix_cache_stats() is not None
+    ref = tokenizers.Tokenizer.from_file(path)
+    ref.encode_special_tokens = True
+    rnd = random.Random(SEED)
+    system = corpus_text("en_dracula.txt", 6000)
+    tails = [rand_text(rnd, 40).decode("utf-8", "replace") for _ in range(12)]
+    tails += [" <|endoftext|> after", " <｜end▁of▁sentence｜>", " cafe\u0301 ", "<|im_start|>user", "\u00a0tail"]
+    tails += [f" A plain question, number {k}?" for k in range(4)]     # the compiled route for every file
+    for i, tail in enumerate(tails * 2):
+        text = system + tail + str(i)
+        assert enc.encode_ordinary(text) == ref.encode(text, add_special_tokens=False).ids, (rel, tail)
+    stats = enc.prefix_cache_stats()
+    assert stats["hits"] > 0 and stats["reused_bytes"] > 0
+    enc.set_prefix_cache(0)
+    assert enc.prefix_cache_stats() is None
+    assert enc.encode_ordinary(system + tails[0]) == ref.encode(system + tails[0], add_special_tokens=False).ids
