@@ -306,8 +306,9 @@ def test_adversarial(kind):
         assert_tiktoken_splits_many(pt.PATTERNS[kind], [t for t in texts if t], NAME[kind])
 
 
-# ASCII shapes that the scanners answer inline (o200k_ascii, cl100k_ascii), the edges where they hand over to the
-# general scanner (a non-ASCII letter, digit or punctuation mark right after an ASCII run), and segment ends.
+# ASCII shapes that the scanners answer inline (o200k_ascii, cl100k_ascii, gpt2_ascii, deepseek_ascii), the edges
+# where they hand over to the general scanner (a non-ASCII letter, digit or punctuation mark right after an ASCII
+# run), and segment ends.
 ASCII_POOL = (list("abcdefghijklmnopqrstuvwxyz") * 2 + list("ABCDEFGHIJKLMNOPQRSTUVWXYZ") * 2 + list("0123456789")
               + [" "] * 12 + ["\n", "\r", "\t", "\r\n", "  ", "\x0b", "\x1c"]
               + list("'''\"!?.,;:-_/\\()[]{}<>@#$%^&*+=|~`") + ["'s", "'S", "'ll", "'Ve", "'d", "'x", "/\n", "\n/"]
