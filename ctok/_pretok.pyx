@@ -573,8 +573,13 @@ cdef inline Py_ssize_t gpt2_ascii(const unsigned char* s, Py_ssize_t n, Py_ssize
         # \s++$ | \s+(?!\S) | \s over ASCII whitespace: the whole run at the end, else all but its last
         # character, or the one character
         e = pos + 1
-        while e < n and s[e] < 0x80 and (ctok_ascii_flags[s[e]] & CT_WS):  # e < n; s[e] < 128
-            e += 1
+        while e < n:
+            if s[e] == 32:  # e < n; spaces (indentation) 16 at a time
+                e = ctok_byte_run_end(s, n, e + 1, 32)
+            elif s[e] < 0x80 and (ctok_ascii_flags[s[e]] & CT_WS):  # s[e] < 128
+                e += 1
+            else:
+                break
         if e < n and s[e] >= 0x80:  # e < n checked first: a non-ASCII space may go on
             return -1
         if e == n or e == pos + 1:
