@@ -481,8 +481,10 @@ cdef inline Py_ssize_t ascii_ws_piece(const unsigned char* s, Py_ssize_t n, Py_s
     return -1
 
 
-cdef inline Py_ssize_t o200k_ascii(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, bint slash) noexcept nogil:
-    """scan_o200k_like for o200k (slash) and Kimi (not slash) on the ASCII shapes above, or -1."""
+cdef inline Py_ssize_t o200k_ascii(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, bint slash,
+                                    bint contractions, int most) noexcept nogil:
+    """scan_o200k_like on the ASCII shapes above, or -1: o200k (slash, contractions, most = 3 digits), Kimi (no
+    slash) and Tekken (slash, no contractions, most = 1)."""
     cdef unsigned char c = s[pos], d  # pos < n by contract
     cdef uint16_t f
     cdef Py_ssize_t q, u, e
@@ -501,11 +503,11 @@ cdef inline Py_ssize_t o200k_ascii(const unsigned char* s, Py_ssize_t n, Py_ssiz
             return -1
         # e > u: [UP]*[LO]+ (capitals, then lowercase); e == u > q: [UP]+[LO]* with LO* empty.  In ASCII the
         # classes are disjoint, so neither leaves room for backtracking.
-        return contraction(s, n, e, True)
+        return contraction(s, n, e, True) if contractions else e
     if d >= 0x80:
         return -1
     if f & CT_N:
-        return ascii_digits_piece(s, n, pos, 3)                  # \p{N}{1,3}
+        return ascii_digits_piece(s, n, pos, most)               # \p{N}{1,most}
     if not (f & LWSN):
         return ascii_punct_piece(s, n, pos + 1, slash)           # ?[^\s\p{L}\p{N}]+ without the space
     if c == 32 and not (ctok_ascii_flags[d] & LWSN):              # d < 128
@@ -542,10 +544,124 @@ cdef inline Py_ssize_t cl100k_ascii(const unsigned char* s, Py_ssize_t n, Py_ssi
     return e
 
 
+cdef inline Py_ssize_t gpt2_ascii(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
+    """scan_gpt2 on the ASCII shapes, or -1.  A piece starting with an apostrophe may be a contraction: left to
+    the general scanner.  Every run below is possessive (++), so it ends where its class ends."""
+    cdef unsigned char c = s[pos], d  # pos < n by contract
+    cdef uint16_t f
+    cdef Py_ssize_t q = pos, e
+    if c >= 0x80 or c == 39 or pos + 1 >= n:
+        return -1
+    d = s[pos + 1]  # pos + 1 < n checked above
+    if d >= 0x80:
+        return -1
+    f = ctok_ascii_flags[c]  # c < 128
+    if c == 32 and not (ctok_ascii_flags[d] & CT_WS):  # d < 128: ' ?' takes the space
+        q = pos + 1
+        f = ctok_ascii_flags[d]
+    if f & CT_L:
+        e = ctok_alpha_end(s, n, q + 1)                           # ?\p{L}++
+    elif f & CT_N:
+        e = q + 1                                                 # ?\p{N}++
+        while e < n and <unsigned char>(s[e] - 48) < 10:          # e < n checked first
+            e += 1
+    elif not (f & CT_WS):
+        e = q + 1                                                 # ?[^\s\p{L}\p{N}]++
+        while e < n and s[e] < 0x80 and not (ctok_ascii_flags[s[e]] & LWSN):  # e < n; s[e] < 128
+            e += 1
+    else:
+        # \s++$ | \s+(?!\S) | \s over ASCII whitespace: the whole run at the end, else all but its last
+        # character, or the one character
+        e = pos + 1
+        while e < n:
+            if s[e] == 32:  # e < n; spaces (indentation) 16 at a time
+                e = ctok_byte_run_end(s, n, e + 1, 32)
+            elif s[e] < 0x80 and (ctok_ascii_flags[s[e]] & CT_WS):  # s[e] < 128
+                e += 1
+            else:
+                break
+        if e < n and s[e] >= 0x80:  # e < n checked first: a non-ASCII space may go on
+            return -1
+        if e == n or e == pos + 1:
+            return e
+        return e - 1
+    if e < n and s[e] >= 0x80:  # e < n checked first: a non-ASCII character of the class may go on
+        return -1
+    return e
+
+
+cdef inline Py_ssize_t ascii_ws_llama(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos,
+                                      bint digit_ends) noexcept nogil:
+    """`\s*[\r\n]+|\s+(?!\S)|\s+` at pos (ASCII whitespace) over an ASCII run: its end, or -1 when the run
+    meets a non-ASCII character.  digit_ends: an ASCII digit counts as the end of the text (DeepSeek, whose
+    digits are split off before this step)."""
+    cdef Py_ssize_t i = pos, lastnl = -1
+    cdef unsigned char c
+    while i < n:
+        c = s[i]  # i < n
+        if c == 32:
+            i = ctok_byte_run_end(s, n, i + 1, 32)
+            continue
+        if c >= 0x80:
+            return -1
+        if not (ctok_ascii_flags[c] & CT_WS):  # c < 128
+            break
+        if c == 10 or c == 13:
+            lastnl = i
+        i += 1
+    if lastnl >= 0:                                     # \s*[\r\n]+
+        return lastnl + 1
+    if i == n or (digit_ends and <unsigned char>(s[i] - 48) < 10):   # i < n checked first
+        return i                                        # \s+(?!\S) to the end
+    if i - pos > 1:
+        return i - 1                                    # \s+(?!\S): all but the last (ASCII) character
+    return i                                            # \s+ of one
+
+
+cdef inline Py_ssize_t deepseek_ascii(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
+    """scan_deepseek on the ASCII shapes, or -1.  ASCII characters are all in the non-CJK group, where an ASCII
+    digit is the only sub-segment end (step 1 cuts it off)."""
+    cdef unsigned char c = s[pos], d  # pos < n by contract
+    cdef uint16_t f
+    cdef Py_ssize_t e
+    if c >= 0x80 or pos + 1 >= n:
+        return -1
+    f = ctok_ascii_flags[c]  # c < 128
+    if f & CT_N:
+        return ascii_digits_piece(s, n, pos, 3)                  # step 1: \p{N}{1,3}
+    d = s[pos + 1]  # pos + 1 < n checked above
+    if d >= 0x80:
+        return -1
+    if is_alpha(d):
+        if f & CT_APUNCT:
+            return ctok_alpha_end(s, n, pos + 2)                 # [!"#...~][A-Za-z]+: ASCII letters only
+        if f & CT_CRLF:
+            return pos + 1                                       # \s*[\r\n]+ (one newline, a letter follows)
+        e = ctok_alpha_end(s, n, pos + 2)                        # [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+
+    elif is_alpha(c):
+        e = pos + 1                                              # [\p{L}\p{M}]+ of one letter
+    elif f & CT_APUNCT:
+        e = pos + 1                                              # ?[\p{P}\p{S}]+[\r\n]* without the space
+    elif c == 32 and (ctok_ascii_flags[d] & CT_APUNCT):          # d < 128
+        e = pos + 2                                              # the same after one space
+    elif f & CT_WS:
+        return ascii_ws_llama(s, n, pos, True)
+    else:
+        return -1                                                # a control character: a gap
+    if f & CT_APUNCT or (c == 32 and not is_alpha(d)):
+        while e < n and s[e] < 0x80 and (ctok_ascii_flags[s[e]] & CT_APUNCT):  # e < n; s[e] < 128
+            e += 1
+        if e < n and s[e] >= 0x80:  # e < n checked first: non-ASCII punctuation may go on
+            return -1
+        return run_crlf(s, n, e)
+    if e < n and s[e] >= 0x80:  # e < n checked first: a non-ASCII letter or mark may go on
+        return -1
+    return e
+
+
 cdef inline Py_ssize_t o200k_piece(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, int kind) noexcept nogil:
-    cdef Py_ssize_t e = -1
-    if kind != PRETOK_TEKKEN:
-        e = o200k_ascii(s, n, pos, kind == PRETOK_O200K)
+    cdef Py_ssize_t e = o200k_ascii(s, n, pos, kind != PRETOK_KIMI, kind != PRETOK_TEKKEN,
+                                    1 if kind == PRETOK_TEKKEN else 3)
     return e if e >= 0 else scan_o200k_like(s, n, pos, kind)
 
 
@@ -554,15 +670,25 @@ cdef inline Py_ssize_t cl100k_piece(const unsigned char* s, Py_ssize_t n, Py_ssi
     return e if e >= 0 else scan_cl100k_like(s, n, pos, kind)
 
 
+cdef inline Py_ssize_t gpt2_piece(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
+    cdef Py_ssize_t e = gpt2_ascii(s, n, pos)
+    return e if e >= 0 else scan_gpt2(s, n, pos)
+
+
+cdef inline Py_ssize_t deepseek_piece(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
+    cdef Py_ssize_t e = deepseek_ascii(s, n, pos)
+    return e if e >= 0 else scan_deepseek(s, n, pos)
+
+
 cdef Py_ssize_t next_piece_end(int kind, const unsigned char* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil:
     if kind == PRETOK_GPT2:
-        return scan_gpt2(s, n, pos)
+        return gpt2_piece(s, n, pos)
     if kind == PRETOK_CL100K or kind == PRETOK_LLAMA3 or kind == PRETOK_QWEN:
         return cl100k_piece(s, n, pos, kind)
     if kind == PRETOK_O200K or kind == PRETOK_KIMI or kind == PRETOK_TEKKEN:
         return o200k_piece(s, n, pos, kind)
     if kind == PRETOK_DEEPSEEK:
-        return scan_deepseek(s, n, pos)
+        return deepseek_piece(s, n, pos)
     return n
 
 
@@ -579,6 +705,16 @@ cdef Py_ssize_t next_piece_ends(int kind, const unsigned char* s, Py_ssize_t n, 
     elif kind == PRETOK_CL100K or kind == PRETOK_LLAMA3 or kind == PRETOK_QWEN:
         while k < max_count and pos < n:
             pos = cl100k_piece(s, n, pos, kind)
+            ends[k] = pos
+            k += 1
+    elif kind == PRETOK_GPT2:
+        while k < max_count and pos < n:
+            pos = gpt2_piece(s, n, pos)
+            ends[k] = pos
+            k += 1
+    elif kind == PRETOK_DEEPSEEK:
+        while k < max_count and pos < n:
+            pos = deepseek_piece(s, n, pos)
             ends[k] = pos
             k += 1
     else:

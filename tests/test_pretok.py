@@ -306,8 +306,9 @@ def test_adversarial(kind):
         assert_tiktoken_splits_many(pt.PATTERNS[kind], [t for t in texts if t], NAME[kind])
 
 
-# ASCII shapes that the scanners answer inline (o200k_ascii, cl100k_ascii), the edges where they hand over to the
-# general scanner (a non-ASCII letter, digit or punctuation mark right after an ASCII run), and segment ends.
+# ASCII shapes that the scanners answer inline (o200k_ascii, cl100k_ascii, gpt2_ascii, deepseek_ascii), the edges
+# where they hand over to the general scanner (a non-ASCII letter, digit or punctuation mark right after an ASCII
+# run), and segment ends.
 ASCII_POOL = (list("abcdefghijklmnopqrstuvwxyz") * 2 + list("ABCDEFGHIJKLMNOPQRSTUVWXYZ") * 2 + list("0123456789")
               + [" "] * 12 + ["\n", "\r", "\t", "\r\n", "  ", "\x0b", "\x1c"]
               + list("'''\"!?.,;:-_/\\()[]{}<>@#$%^&*+=|~`") + ["'s", "'S", "'ll", "'Ve", "'d", "'x", "/\n", "\n/"]
@@ -333,6 +334,36 @@ def test_ascii_shapes_and_their_edges(kind):
     check_kind(kind, "".join(texts), "ascii shapes joined")
     if kind in TIKTOKEN_KINDS:
         assert_tiktoken_splits_many(pt.PATTERNS[kind], texts[:150], NAME[kind])
+
+
+# The inline ASCII shapes of GPT-2, DeepSeek and Tekken (gpt2_ascii, deepseek_ascii, o200k_ascii under Tekken's
+# rules) and where they hand over: DeepSeek's digits ending a run of spaces (a sub-segment end), a newline before
+# a letter, control characters (DeepSeek's gaps), contractions, whitespace runs at the end of the segment, runs
+# of one character whose lengths straddle the 16-byte blocks of _ascii_runs.h, and next to each of them the
+# non-ASCII characters (letters, marks, digits, punctuation, spaces, CJK) that may continue a class.
+EDGE_PIECES = (["a", "Ab", "ABC", "abc", " ", "  ", "\n", "\r\n", "\r", "\t", "\x0b", "\x00", "\x1f", "\x7f", "1",
+                "12", "1234", "'", "'s", "'LL", "'ve", "(", "((", "/", "/\n", ".\n", " (", " 1", " '", "!a", "\na",
+                "\x00a", "\tb", " \n", "_x", "x_"]
+               + ["é", "É", "\u0301", "’", "…", "٣", "½", "\u00a0", "\u3000", "\x85", "中", "カ", "ſ", "😀"])
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS, ids=_ids(ALL_KINDS))
+def test_inline_ascii_shapes_edges(kind):
+    rng = random.Random(4242 + kind)
+    texts = []
+    for _ in range(600):
+        parts = []
+        for _ in range(rng.randint(1, 8)):
+            if rng.random() < 0.3:
+                parts.append(rng.choice("aZ 1(\n\t-") * rng.choice([1, 2, 3, 4, 15, 16, 17, 31, 32, 33]))
+            else:
+                parts.append(rng.choice(EDGE_PIECES))
+        texts.append("".join(parts))
+    for t in texts[:300]:                 # each its own segment: its end is the regex's $
+        check_kind(kind, t, repr(t), tk=False)
+    check_kind(kind, "".join(texts), "edges joined")
+    if kind in TIKTOKEN_KINDS:
+        assert_tiktoken_splits_many(pt.PATTERNS[kind], texts, NAME[kind])
 
 
 def test_short_segments_exhaustive():
