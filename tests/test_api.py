@@ -223,6 +223,33 @@ def test_count(o200k, o200k_ref):
     assert o200k.count("") == 0
 
 
+def test_count_policies_and_batch(o200k, o200k_ref):
+    # count (one text) and count_batch agree with tiktoken's len(encode(...)) under each policy, and raise
+    # where it raises, including for a subset of disallowed names.
+    texts = [t for t in sample_texts()] + ["x <|endofprompt|> y", "<|endoftext|", "a<|endoftext|>b"]
+    policies = [dict(), dict(disallowed_special=()), dict(allowed_special="all"),
+                dict(disallowed_special={"<|endofprompt|>"}), dict(allowed_special={"<|endoftext|>"})]
+    for kw in policies:
+        want = []
+        for t in texts:
+            try:
+                want.append(len(o200k_ref.encode(t, **kw)))
+            except ValueError:
+                want.append(None)
+        for t, w in zip(texts, want):
+            if w is None:
+                with pytest.raises(ValueError):
+                    o200k.count(t, **kw)
+            else:
+                assert o200k.count(t, **kw) == w, (t[:60], kw)
+        ok = [t for t, w in zip(texts, want) if w is not None]
+        assert o200k.count_batch(ok, num_threads=2, **kw) == [w for w in want if w is not None]
+        if len(ok) < len(texts):
+            with pytest.raises(ValueError):
+                o200k.count_batch(texts, **kw)
+    assert o200k.count_batch([]) == []
+
+
 def test_count_family_without_specials_shortcut(tmp_path):
     """count must agree with encode also where ctok may take a counting shortcut."""
     family = FAMILY_BY_ID["cl100k_base"]
@@ -421,3 +448,20 @@ def test_encode_segments_untrusted_never_added_token():
     assert ids == want
     trusted = enc.encode_segments([(evil, True)])
     assert ref.token_to_id("<tool_call>") in trusted and ref.token_to_id("<tool_call>") not in ids
+
+
+def test_count_batch_tokenizer_json():
+    tokenizers = pytest.importorskip("tokenizers")
+    from _shared import vocab_path
+    path = str(vocab_path("qwen3", "tokenizer.json"))
+    enc = ctok.load(path)
+    ref = tokenizers.Tokenizer.from_file(path)
+    texts, want = [], []
+    for t in sample_texts():
+        try:                                    # HF refuses lone surrogates (so does ctok, for these files)
+            want.append(len(ref.encode(t, add_special_tokens=False).ids))
+        except TypeError:
+            continue
+        texts.append(t)
+    assert enc.count_batch(texts, num_threads=2) == want
+    assert [enc.count(t) for t in texts] == want
