@@ -122,6 +122,9 @@ class ChatBatch:
         return self.mb / best
     track_mbps_encode_batch_flat.unit = "MB/s"
 
+    def time_count_batch(self, family, threads):
+        self.enc.count_batch(self.texts, num_threads=threads)
+
 
 class ChatBatchPeers:
     """The same texts through tiktoken's encode_ordinary_batch (at the thread count) and fastokens'
