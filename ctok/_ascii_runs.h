@@ -14,18 +14,34 @@
 #if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__))
 #include <emmintrin.h>
 
-/* x - 'a' < 26 as a signed compare: adding 0x80 - 'a' maps 'a'..'z' onto -128..-103, every other byte
- * onto -102..127. */
+/* Lowest set bit of m != 0 as a Py_ssize_t.  Why not __builtin_ctz: GCC sign-extends its int result
+ * (cltq), an instruction on the path from a piece's start to its end, which the next piece waits for. */
+static inline Py_ssize_t ctok_low_bit(unsigned m) {
+#if defined(__x86_64__)
+    unsigned long z;
+    __asm__("bsf %1, %0" : "=r"(z) : "r"((unsigned long)m) : "cc");   /* m != 0: bsf is defined */
+    return (Py_ssize_t)z;
+#else
+    return __builtin_ctz(m);
+#endif
+}
+
+/* x - 'a' >= 26 (not in the class) as a signed compare: adding 0x80 - 'a' - 26 maps 'a'..'z' onto 102..127,
+ * every other byte onto -128..101, so 102 > y marks the bytes after the run and the end is the lowest mark,
+ * with no complement of the mask first.  The compare is written in asm because GCC turns `102 > y` into
+ * `!(y > 101)`, a compare and a complement. */
 static inline Py_ssize_t ctok_class_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, int fold) {
-    const __m128i bias = _mm_set1_epi8((char)(0x80 - 'a'));
-    const __m128i lim = _mm_set1_epi8((char)-102);
+    const __m128i bias = _mm_set1_epi8((char)(0x80 - 'a' - 26));
+    const __m128i lim = _mm_set1_epi8((char)102);
     const __m128i case_bit = _mm_set1_epi8(fold ? 0x20 : 0);
     while (i + 16 <= n) {
         __m128i x = _mm_loadu_si128((const __m128i*)(s + i));     /* i + 16 <= n */
         __m128i y = _mm_add_epi8(_mm_or_si128(x, case_bit), bias);
-        unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmplt_epi8(y, lim));
-        if (m != 0xFFFFu)
-            return i + __builtin_ctz(~m);
+        __m128i stop = lim;
+        __asm__("pcmpgtb %1, %0" : "+x"(stop) : "x"(y));           /* stop = 102 > y, bytewise signed */
+        unsigned m = (unsigned)_mm_movemask_epi8(stop);
+        if (m != 0)
+            return i + ctok_low_bit(m);
         i += 16;
     }
     while (i < n && (unsigned char)((s[i] | (fold ? 0x20 : 0)) - 'a') < 26)
@@ -47,7 +63,7 @@ static inline Py_ssize_t ctok_byte_run_end(const unsigned char* s, Py_ssize_t n,
     while (i + 16 <= n) {
         unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(s + i)), v));
         if (m != 0xFFFFu)
-            return i + __builtin_ctz(~m);
+            return i + ctok_low_bit(~m);
         i += 16;
     }
 #endif
