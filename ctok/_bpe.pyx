@@ -345,10 +345,10 @@ cdef Py_ssize_t lone_char_bpe(const Tables* vocab, BpeScratch* sc, const uint8_t
 cdef inline uint64_t pair_key(const Tables* vocab, uint32_t a, uint32_t b) noexcept nogil:
     # (rank << 32) | merged id, or all ones when (a, b) does not merge.  One rank always names one merged
     # token, so comparing these keys orders pairs by rank, and equal keys mean the same merge.
-    cdef uint32_t rank, new_id
-    if tables_pair(vocab, a, b, &rank, &new_id):
-        return (<uint64_t>rank << 32) | new_id
-    return 0xFFFFFFFFFFFFFFFFULL
+    cdef uint32_t rank = 0, new_id = 0
+    cdef uint64_t none = <uint64_t>0 - <uint64_t>(not tables_pair(vocab, a, b, &rank, &new_id))
+    # A mask, not a branch: whether a pair merges is data.
+    return ((<uint64_t>rank << 32) | new_id) | none
 
 
 cdef int memo_ready(BpeScratch* sc, const Tables* vocab) noexcept nogil:

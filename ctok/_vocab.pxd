@@ -179,28 +179,24 @@ cdef inline uint64_t hash_pair(uint64_t key) noexcept nogil:
 
 cdef inline bint tables_pair(const Tables* t, uint32_t left, uint32_t right,
                              uint32_t* rank, uint32_t* new_id) noexcept nogil:
-    """The merge of (left, right), if there is one: its rank and merged id.  left < n_ids (callers pass
-    ids of this vocabulary)."""
-    cdef uint32_t lo = t.pair_start[left], n = t.pair_start[left + 1] - t.pair_start[left], half, hi
+    """The merge of (left, right), if there is one: its rank and merged id (rank and new_id are written
+    either way; they mean nothing when this returns False).  left < n_ids (callers pass ids of this
+    vocabulary)."""
+    cdef uint32_t lo = t.pair_start[left], n = t.pair_start[left + 1] - t.pair_start[left], half
     cdef const PairItem* it
-    # Narrow [lo, lo + n) to at most 8 items holding the first item with .right >= right.  The step is
-    # a masked add, not a branch: which half holds it is data, and a mispredicted branch per step costs
-    # more than the step.  The trip count depends only on n.
-    while n > 8:
+    if n == 0:
+        return False
+    # Narrow [lo, lo + n) to the one item that is the first with .right >= right, if any is.  The step
+    # is a masked add, not a branch (which half holds it is data), and it runs down to one item rather
+    # than scanning the last few: the scan's exit mispredicted about once per lookup.
+    while n > 1:
         half = n >> 1
         lo += half & (<uint32_t>0 - <uint32_t>(t.pair_list[lo + half - 1].right < right))   # lo + half - 1 < end
         n -= half
-    hi = lo + n
-    while lo < hi:
-        it = &t.pair_list[lo]                        # lo < hi <= n_pairs
-        if it.right >= right:
-            if it.right != right:
-                return False
-            rank[0] = it.rank
-            new_id[0] = it.new_id
-            return True
-        lo += 1
-    return False
+    it = &t.pair_list[lo]                            # lo < pair_start[left + 1] <= n_pairs
+    rank[0] = it.rank
+    new_id[0] = it.new_id
+    return it.right == right
 
 
 cdef class Vocab:
