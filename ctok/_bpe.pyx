@@ -435,18 +435,26 @@ cdef int tree_reserve(BpeScratch* sc, Py_ssize_t n) noexcept nogil:
     return BPE_OK
 
 
-cdef inline void tree_set(uint64_t* tree, Py_ssize_t size, Py_ssize_t leaf, uint64_t key) noexcept nogil:
-    # Set a leaf and recompute the minimum of every node above it.  The climb always runs to the root
-    # and takes each minimum with a select, so it has no data-dependent branch.
-    cdef Py_ssize_t p = size + leaf                 # leaf < size: p < 2 * size
-    cdef uint64_t a, b
-    tree[p] = key
-    p >>= 1
-    while p >= 1:
+cdef inline void tree_climb3(uint64_t* tree, Py_ssize_t size, Py_ssize_t x, Py_ssize_t y, Py_ssize_t z) noexcept nogil:
+    # Recompute every node above leaves x, y and z (already written), one level at a time for all three.
+    # Three climbs one after another form one long chain of dependent loads (each node waits for the store
+    # below it); side by side they overlap.  A node on two paths is computed twice from the same final
+    # children, which is harmless: every node of a level is done before the level above reads it.
+    cdef Py_ssize_t p = (size + x) >> 1, q = (size + y) >> 1, r = (size + z) >> 1   # leaves < size
+    cdef uint64_t a, b, c, d, e, f
+    while p >= 1:                                   # p, q and r are on the same level: all reach 0 together
         a = tree[2 * p]
         b = tree[2 * p + 1]
+        c = tree[2 * q]
+        d = tree[2 * q + 1]
+        e = tree[2 * r]
+        f = tree[2 * r + 1]
         tree[p] = a if a < b else b
+        tree[q] = c if c < d else d
+        tree[r] = e if e < f else f
         p >>= 1
+        q >>= 1
+        r >>= 1
 
 
 cdef Py_ssize_t merge_tree(const Tables* vocab, BpeScratch* sc, Py_ssize_t m, const uint8_t* s) noexcept nogil:
@@ -494,20 +502,22 @@ cdef Py_ssize_t merge_tree(const Tables* vocab, BpeScratch* sc, Py_ssize_t m, co
         nxt[i] = <int32_t>r
         if r >= 0:
             prv[r] = <int32_t>i
-        tree_set(tree, size, j, 0xFFFFFFFFFFFFFFFFULL)
+        # Leaves j (gone), i and q (re-ranked) first, then their ancestors in one climb.
+        tree[size + j] = 0xFFFFFFFFFFFFFFFFULL                                 # j < m <= size
         if r >= 0:
             key = memo_key(vocab, sc, ids[i], ids[r])
             merged[i] = key & 0xFFFFFFFFULL
-            tree_set(tree, size, i, 0xFFFFFFFFFFFFFFFFULL if key == 0xFFFFFFFFFFFFFFFFULL
-                     else (key & 0xFFFFFFFF00000000ULL) | <uint64_t>i)
+            tree[size + i] = (0xFFFFFFFFFFFFFFFFULL if key == 0xFFFFFFFFFFFFFFFFULL       # i < m <= size
+                              else (key & 0xFFFFFFFF00000000ULL) | <uint64_t>i)
         else:
-            tree_set(tree, size, i, 0xFFFFFFFFFFFFFFFFULL)
+            tree[size + i] = 0xFFFFFFFFFFFFFFFFULL                             # i < m <= size
         q = prv[i]
         if q >= 0:
             key = memo_key(vocab, sc, ids[q], ids[i])
             merged[q] = key & 0xFFFFFFFFULL
-            tree_set(tree, size, q, 0xFFFFFFFFFFFFFFFFULL if key == 0xFFFFFFFFFFFFFFFFULL
-                     else (key & 0xFFFFFFFF00000000ULL) | <uint64_t>q)
+            tree[size + q] = (0xFFFFFFFFFFFFFFFFULL if key == 0xFFFFFFFFFFFFFFFFULL       # q < i < size
+                              else (key & 0xFFFFFFFF00000000ULL) | <uint64_t>q)
+        tree_climb3(tree, size, j, i, q if q >= 0 else i)
     # Survivors in order (symbol 0 is never removed: a merge keeps its left symbol).
     out = 0
     i = 0
