@@ -270,13 +270,16 @@ cdef inline bint all_ascii(const uint8_t* s, Py_ssize_t n) noexcept nogil:
 cdef Py_ssize_t symbolize_chars(const Tables* vocab, BpeScratch* sc, const uint8_t* s, Py_ssize_t n,
                                 uint32_t* ids) noexcept nogil:
     # Whole characters as the first symbols of a byte-level piece, or -1 to take bytes (symbolize).
-    # Exact when: the ranks are monotone (Tables.cp_token is set only then), every character is ASCII or a
-    # BMP character whose lone BPE is one token, and no token can join part of a character to a neighbour
-    # (seam_ok at every boundary).  Proof: a merge involving part of a character and anything outside it
-    # would make a token that seam_ok rules out, so each character's bytes merge among themselves exactly
-    # as in its lone BPE, ending in its token; with monotone ranks a pair involving that token ranks after
-    # every merge that made it, so merging the characters first changes the order of nothing that
-    # interacts.  Pieces with no multi-byte character return -1 (the byte path has the byte-pair table).
+    # Exact when every character is ASCII or a BMP character that Tables.cp_token admits (its lone BPE is
+    # one token T that no merge uses at a rank below the top rank R of that lone BPE, or several tokens),
+    # and no token can join part of a character to a neighbour (seam_ok at every boundary).  Proof: a
+    # merge involving part of a character and anything outside it would make a token that seam_ok rules
+    # out, so each character's bytes merge among themselves exactly as in its lone BPE (the parts of a
+    # CP_SEVERAL character then never merge again).  While a character is unfinished, one of its own
+    # pairs (rank <= R) is available, so the reference applies nothing ranked above R meanwhile; every
+    # merge using T ranks above R; so merging the characters first changes the order of no two merges
+    # that interact (rank files, whose ranks are monotone, admit every such character).  Pieces with no
+    # multi-byte character return -1 (the byte path has the byte-pair table).
     cdef Py_ssize_t i = 0, m = 0, plen = 0, ln
     cdef uint32_t cp, b0, tid, prev = 0
     cdef bint multi = False

@@ -45,10 +45,11 @@ cdef struct Tables:
     # (rank << 32) | merged id, or all ones.  Every BPE starts with these; a direct table keeps them in cache.
     uint64_t* byte_pairs
     # Whole characters as first symbols (_bpe.symbolize_chars).  cp_token[code point] (BMP): the one token
-    # BPE makes of that character alone, CP_SEVERAL when it makes more, NO_ID when a byte is no token.
-    # seam_bits: the byte contexts in which some token joins part of a character to its neighbour (see
-    # SEAM_BITS).  Both NULL unless the ranks are monotone (every merge ranks after the merges that made
-    # its two parts).
+    # BPE makes of that character alone, CP_SEVERAL when it makes more, CP_NONE when a byte is no token
+    # or when some merge with that token on either side ranks before the last merge of the character's
+    # own BPE (with monotone ranks, as in every rank file, none does).  seam_bits: the byte contexts in
+    # which some token joins part of a character to its neighbour (see SEAM_BITS).  Both NULL only for
+    # vocabularies of CP_SEVERAL ids or more.
     uint32_t* cp_token
     uint8_t* seam_bits
     # self_merges[id] = 1 when BPE of the token's bytes alone, from single bytes, is that token: a piece
