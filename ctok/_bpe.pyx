@@ -12,7 +12,7 @@ from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memmove, memcpy, memcmp, memset
 from ctok._vocab cimport (Vocab, Tables, NO_ID, tables_lookup, tables_pair, bit_at, seam_index, SEAM_START_SHORT,
                          SEAM_START_LONG, SEAM_END_SHORT, SEAM_END_LONG, CP_SEVERAL, CP_NONE, CP_ID_MASK,
-                         CP_SUFFIX_RISK, CP_PREFIX_RISK, SEAM_PRE_START, SEAM_PRE_END)
+                         CP_SUFFIX_RISK, CP_PREFIX_RISK, SEAM_PRE_START, SEAM_PRE_END, SEAM_PRE_ANY)
 
 cdef enum:
     # Pieces with at most this many initial symbols use the linear scan.
@@ -234,6 +234,8 @@ cdef inline bint seam_ok(const uint8_t* bits, const uint8_t* s, Py_ssize_t n, Py
     # s[i:i + lb] to what precedes (the contexts Vocab._build_char_tables recorded).  0 < la <= i < n.
     cdef uint32_t x
     cdef Py_ssize_t k
+    if not bit_at(bits, SEAM_PRE_ANY + ((<uint32_t>s[i - 1] << 8) | s[i])):
+        return True                                     # neither kind of token can meet here
     if la > 1 and not bit_at(bits, SEAM_PRE_START + (((<uint32_t>s[i - 1] & 63) << 8) | s[i])):
         la = 1                                          # no token starts with a suffix here
     if lb > 1 and not bit_at(bits, SEAM_PRE_END + ((<uint32_t>s[i - 1] << 8) | s[i])):

@@ -302,7 +302,7 @@ cdef class Vocab:
         cdef uint8_t* risky = NULL
         cdef const uint8_t* b
         cdef uint8_t* bits
-        cdef uint32_t cp, rank, new_id, x
+        cdef uint32_t cp, rank, new_id, x, top2
         cdef uint8_t u[3]
         cdef uint32_t sym[3]
         cdef int m, best, q
@@ -352,6 +352,8 @@ cdef class Vocab:
                     x = b[0] if k == 1 else (<uint32_t>b[0] << 8) | b[1]
                     risky[(k - 1) * 65536 + x] = 1
                     _set_bit(bits, SEAM_PRE_START + (((<uint32_t>b[k - 1] & 63) << 8) | b[k]))
+                    for top2 in range(4):                   # every byte with those low 6 bits
+                        _set_bit(bits, SEAM_PRE_ANY + ((((<uint32_t>b[k - 1] & 63) | (top2 << 6)) << 8) | b[k]))
                     if ln - k == 1:
                         _set_bit(bits, seam_index(SEAM_START_SHORT, k, x, b[k]))
                     else:
@@ -363,6 +365,7 @@ cdef class Vocab:
                     x = b[j] if ln - j == 1 else (<uint32_t>b[j] << 8) | b[j + 1]
                     risky[(ln - j + 1) * 65536 + x] = 1
                     _set_bit(bits, SEAM_PRE_END + ((<uint32_t>b[j - 1] << 8) | b[j]))
+                    _set_bit(bits, SEAM_PRE_ANY + ((<uint32_t>b[j - 1] << 8) | b[j]))
                     if j == 1:
                         _set_bit(bits, seam_index(SEAM_END_SHORT, ln - j, x, b[0]))
                     else:
