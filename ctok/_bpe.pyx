@@ -12,7 +12,7 @@ from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memmove, memcpy, memcmp, memset
 from ctok._vocab cimport (Vocab, Tables, NO_ID, tables_lookup, tables_pair, bit_at, seam_index, SEAM_START_SHORT,
                          SEAM_START_LONG, SEAM_END_SHORT, SEAM_END_LONG, CP_SEVERAL, CP_NONE, CP_ID_MASK,
-                         CP_SUFFIX_RISK, CP_PREFIX_RISK, SEAM_PRE_START, SEAM_PRE_END)
+                         CP_SUFFIX_RISK, CP_PREFIX_RISK, SEAM_PRE_START, SEAM_PRE_END, SEAM_PRE_ANY)
 
 cdef enum:
     # Pieces with at most this many initial symbols use the linear scan.
@@ -234,6 +234,8 @@ cdef inline bint seam_ok(const uint8_t* bits, const uint8_t* s, Py_ssize_t n, Py
     # s[i:i + lb] to what precedes (the contexts Vocab._build_char_tables recorded).  0 < la <= i < n.
     cdef uint32_t x
     cdef Py_ssize_t k
+    if not bit_at(bits, SEAM_PRE_ANY + ((<uint32_t>s[i - 1] << 8) | s[i])):
+        return True                                     # neither kind of token can meet here
     if la > 1 and not bit_at(bits, SEAM_PRE_START + (((<uint32_t>s[i - 1] & 63) << 8) | s[i])):
         la = 1                                          # no token starts with a suffix here
     if lb > 1 and not bit_at(bits, SEAM_PRE_END + ((<uint32_t>s[i - 1] << 8) | s[i])):
@@ -270,13 +272,16 @@ cdef inline bint all_ascii(const uint8_t* s, Py_ssize_t n) noexcept nogil:
 cdef Py_ssize_t symbolize_chars(const Tables* vocab, BpeScratch* sc, const uint8_t* s, Py_ssize_t n,
                                 uint32_t* ids) noexcept nogil:
     # Whole characters as the first symbols of a byte-level piece, or -1 to take bytes (symbolize).
-    # Exact when: the ranks are monotone (Tables.cp_token is set only then), every character is ASCII or a
-    # BMP character whose lone BPE is one token, and no token can join part of a character to a neighbour
-    # (seam_ok at every boundary).  Proof: a merge involving part of a character and anything outside it
-    # would make a token that seam_ok rules out, so each character's bytes merge among themselves exactly
-    # as in its lone BPE, ending in its token; with monotone ranks a pair involving that token ranks after
-    # every merge that made it, so merging the characters first changes the order of nothing that
-    # interacts.  Pieces with no multi-byte character return -1 (the byte path has the byte-pair table).
+    # Exact when every character is ASCII or a BMP character that Tables.cp_token admits (its lone BPE is
+    # one token T that no merge uses at a rank below the top rank R of that lone BPE, or several tokens),
+    # and no token can join part of a character to a neighbour (seam_ok at every boundary).  Proof: a
+    # merge involving part of a character and anything outside it would make a token that seam_ok rules
+    # out, so each character's bytes merge among themselves exactly as in its lone BPE (the parts of a
+    # CP_SEVERAL character then never merge again).  While a character is unfinished, one of its own
+    # pairs (rank <= R) is available, so the reference applies nothing ranked above R meanwhile; every
+    # merge using T ranks above R; so merging the characters first changes the order of no two merges
+    # that interact (rank files, whose ranks are monotone, admit every such character).  Pieces with no
+    # multi-byte character return -1 (the byte path has the byte-pair table).
     cdef Py_ssize_t i = 0, m = 0, plen = 0, ln
     cdef uint32_t cp, b0, tid, prev = 0
     cdef bint multi = False
@@ -345,10 +350,10 @@ cdef Py_ssize_t lone_char_bpe(const Tables* vocab, BpeScratch* sc, const uint8_t
 cdef inline uint64_t pair_key(const Tables* vocab, uint32_t a, uint32_t b) noexcept nogil:
     # (rank << 32) | merged id, or all ones when (a, b) does not merge.  One rank always names one merged
     # token, so comparing these keys orders pairs by rank, and equal keys mean the same merge.
-    cdef uint32_t rank, new_id
-    if tables_pair(vocab, a, b, &rank, &new_id):
-        return (<uint64_t>rank << 32) | new_id
-    return 0xFFFFFFFFFFFFFFFFULL
+    cdef uint32_t rank = 0, new_id = 0
+    cdef uint64_t none = <uint64_t>0 - <uint64_t>(not tables_pair(vocab, a, b, &rank, &new_id))
+    # A mask, not a branch: whether a pair merges is data.
+    return ((<uint64_t>rank << 32) | new_id) | none
 
 
 cdef int memo_ready(BpeScratch* sc, const Tables* vocab) noexcept nogil:
@@ -435,18 +440,26 @@ cdef int tree_reserve(BpeScratch* sc, Py_ssize_t n) noexcept nogil:
     return BPE_OK
 
 
-cdef inline void tree_set(uint64_t* tree, Py_ssize_t size, Py_ssize_t leaf, uint64_t key) noexcept nogil:
-    # Set a leaf and recompute the minimum of every node above it.  The climb always runs to the root
-    # and takes each minimum with a select, so it has no data-dependent branch.
-    cdef Py_ssize_t p = size + leaf                 # leaf < size: p < 2 * size
-    cdef uint64_t a, b
-    tree[p] = key
-    p >>= 1
-    while p >= 1:
+cdef inline void tree_climb3(uint64_t* tree, Py_ssize_t size, Py_ssize_t x, Py_ssize_t y, Py_ssize_t z) noexcept nogil:
+    # Recompute every node above leaves x, y and z (already written), one level at a time for all three.
+    # Three climbs one after another form one long chain of dependent loads (each node waits for the store
+    # below it); side by side they overlap.  A node on two paths is computed twice from the same final
+    # children, which is harmless: every node of a level is done before the level above reads it.
+    cdef Py_ssize_t p = (size + x) >> 1, q = (size + y) >> 1, r = (size + z) >> 1   # leaves < size
+    cdef uint64_t a, b, c, d, e, f
+    while p >= 1:                                   # p, q and r are on the same level: all reach 0 together
         a = tree[2 * p]
         b = tree[2 * p + 1]
+        c = tree[2 * q]
+        d = tree[2 * q + 1]
+        e = tree[2 * r]
+        f = tree[2 * r + 1]
         tree[p] = a if a < b else b
+        tree[q] = c if c < d else d
+        tree[r] = e if e < f else f
         p >>= 1
+        q >>= 1
+        r >>= 1
 
 
 cdef Py_ssize_t merge_tree(const Tables* vocab, BpeScratch* sc, Py_ssize_t m, const uint8_t* s) noexcept nogil:
@@ -494,20 +507,22 @@ cdef Py_ssize_t merge_tree(const Tables* vocab, BpeScratch* sc, Py_ssize_t m, co
         nxt[i] = <int32_t>r
         if r >= 0:
             prv[r] = <int32_t>i
-        tree_set(tree, size, j, 0xFFFFFFFFFFFFFFFFULL)
+        # Leaves j (gone), i and q (re-ranked) first, then their ancestors in one climb.
+        tree[size + j] = 0xFFFFFFFFFFFFFFFFULL                                 # j < m <= size
         if r >= 0:
             key = memo_key(vocab, sc, ids[i], ids[r])
             merged[i] = key & 0xFFFFFFFFULL
-            tree_set(tree, size, i, 0xFFFFFFFFFFFFFFFFULL if key == 0xFFFFFFFFFFFFFFFFULL
-                     else (key & 0xFFFFFFFF00000000ULL) | <uint64_t>i)
+            tree[size + i] = (0xFFFFFFFFFFFFFFFFULL if key == 0xFFFFFFFFFFFFFFFFULL       # i < m <= size
+                              else (key & 0xFFFFFFFF00000000ULL) | <uint64_t>i)
         else:
-            tree_set(tree, size, i, 0xFFFFFFFFFFFFFFFFULL)
+            tree[size + i] = 0xFFFFFFFFFFFFFFFFULL                             # i < m <= size
         q = prv[i]
         if q >= 0:
             key = memo_key(vocab, sc, ids[q], ids[i])
             merged[q] = key & 0xFFFFFFFFULL
-            tree_set(tree, size, q, 0xFFFFFFFFFFFFFFFFULL if key == 0xFFFFFFFFFFFFFFFFULL
-                     else (key & 0xFFFFFFFF00000000ULL) | <uint64_t>q)
+            tree[size + q] = (0xFFFFFFFFFFFFFFFFULL if key == 0xFFFFFFFFFFFFFFFFULL       # q < i < size
+                              else (key & 0xFFFFFFFF00000000ULL) | <uint64_t>q)
+        tree_climb3(tree, size, j, i, q if q >= 0 else i)
     # Survivors in order (symbol 0 is never removed: a merge keeps its left symbol).
     out = 0
     i = 0
@@ -710,20 +725,22 @@ cdef int bpe_merge_piece(const Tables* vocab, const BpeOptions* opt, const uint8
 
 
 cdef void remember_long(BpeScratch* sc, const uint8_t* s, Py_ssize_t n, const uint32_t* ids, Py_ssize_t k) noexcept nogil:
-    # Keep (s[0:n] -> ids[0:k]) as the last long piece; on allocation failure keep nothing.
-    cdef void* p
-    cdef void* q
+    # Keep (s[0:n] -> ids[0:k]) as the last long piece; on allocation failure keep nothing.  Both buffers
+    # are allocated once at their largest (n <= LONG_MEMO_MAX, k <= n): a realloc per long piece cost two
+    # calls of about 200 instructions each on CJK text, where most pieces of 49 bytes and more are new.
     sc.last_len = -1
-    p = realloc(sc.last_piece, n)
-    if p == NULL:
+    if k > LONG_MEMO_MAX:                               # never (k <= n), but the buffer's bound must not rest on it
         return
-    sc.last_piece = <uint8_t*>p
-    q = realloc(sc.last_ids, (k + 1) * sizeof(uint32_t))
-    if q == NULL:
-        return
-    sc.last_ids = <uint32_t*>q
-    memcpy(sc.last_piece, s, n)
-    memcpy(sc.last_ids, ids, k * sizeof(uint32_t))
+    if sc.last_piece == NULL:
+        sc.last_piece = <uint8_t*>malloc(LONG_MEMO_MAX)
+        if sc.last_piece == NULL:
+            return
+    if sc.last_ids == NULL:
+        sc.last_ids = <uint32_t*>malloc((LONG_MEMO_MAX + 1) * sizeof(uint32_t))
+        if sc.last_ids == NULL:
+            return
+    memcpy(sc.last_piece, s, n)                         # n <= LONG_MEMO_MAX (bpe_merge_piece checks)
+    memcpy(sc.last_ids, ids, k * sizeof(uint32_t))      # k <= LONG_MEMO_MAX, checked above
     sc.last_n = k
     sc.last_len = n
 

@@ -52,6 +52,35 @@ cdef inline bint _pair(const Tables* t, const PairEntry* tab, uint64_t mask, uin
     return tables_pair(t, left, right, rank, new_id)
 
 
+cdef int64_t _lone_chain_top_rank(const Tables* t, const uint8_t* s, Py_ssize_t n) noexcept nogil:
+    # The highest rank among the merges that the lone BPE of s[0:n] applies (n <= 3, every byte a token;
+    # the same order as _lone_bpe's), -1 when it applies none.
+    cdef uint32_t sym[3]
+    cdef uint32_t rank, new_id, best_rank, best_id
+    cdef Py_ssize_t m = n, i, best
+    cdef int64_t top = -1
+    for i in range(n):
+        sym[i] = t.byte_id[s[i]]                      # i < n <= 3
+    while m > 1:
+        best = -1
+        best_rank = 0xFFFFFFFF
+        best_id = NO_ID
+        for i in range(m - 1):
+            if tables_pair(t, sym[i], sym[i + 1], &rank, &new_id) and rank < best_rank:
+                best_rank = rank
+                best_id = new_id
+                best = i
+        if best < 0:
+            break
+        if <int64_t>best_rank > top:
+            top = best_rank
+        sym[best] = best_id                           # best < m - 1 < 3
+        for i in range(best + 1, m - 1):
+            sym[i] = sym[i + 1]                       # i + 1 < m <= 3
+        m -= 1
+    return top
+
+
 cdef Py_ssize_t _lone_bpe(const Tables* t, const PairEntry* tab, uint64_t mask, const uint8_t* s, Py_ssize_t n,
                           uint32_t* sym) noexcept nogil:
     # BPE of s[0:n] alone, from single bytes, lowest rank first and leftmost on ties (tiktoken's and HF's
@@ -269,38 +298,37 @@ cdef class Vocab:
         # See Tables.cp_token.  Cost: one pass over the tokens and a lone BPE of each BMP character.
         cdef const Tables* t = &self.t
         cdef Py_ssize_t n = t.n_ids, i, j, ln, k
-        cdef int64_t* made_at = NULL
+        cdef int64_t* first_use = NULL
         cdef uint8_t* risky = NULL
         cdef const uint8_t* b
         cdef uint8_t* bits
-        cdef uint32_t cp, rank, new_id, x
+        cdef uint32_t cp, rank, new_id, x, top2
         cdef uint8_t u[3]
         cdef uint32_t sym[3]
         cdef int m, best, q
         cdef uint32_t best_rank, best_id
-        cdef bint monotone = True
         free(self.t.cp_token); free(self.t.seam_bits)
         self.t.cp_token = NULL
         self.t.seam_bits = NULL
-        made_at = <int64_t*>malloc(n * sizeof(int64_t) + 1)
+        if n >= CP_SEVERAL:
+            return
+        first_use = <int64_t*>malloc(n * sizeof(int64_t) + 1)
         risky = <uint8_t*>calloc(4 * 65536, 1)
         try:
-            if made_at == NULL or risky == NULL:
+            if first_use == NULL or risky == NULL:
                 raise MemoryError()
-            # Monotone ranks: each merge ranks after every merge that can make its left or right token.
+            # first_use[id]: the lowest rank of a merge with that token on either side.  A character whose
+            # token has a merge ranked at or below the top rank of the character's own lone BPE is left to
+            # the bytes path (see symbolize_chars); with monotone ranks (every rank file) none is.
             for i in range(n):
-                made_at[i] = -1
-            for i in range(n):
-                for k in range(t.pair_start[i], t.pair_start[i + 1]):
-                    if <int64_t>t.pair_list[k].rank > made_at[t.pair_list[k].new_id]:
-                        made_at[t.pair_list[k].new_id] = t.pair_list[k].rank
+                first_use[i] = 0x7FFFFFFFFFFFFFFF
             for i in range(n):
                 for k in range(t.pair_start[i], t.pair_start[i + 1]):
                     rank = t.pair_list[k].rank
-                    if <int64_t>rank <= made_at[i] or <int64_t>rank <= made_at[t.pair_list[k].right]:
-                        monotone = False
-            if not monotone or n >= CP_SEVERAL:
-                return
+                    if <int64_t>rank < first_use[i]:
+                        first_use[i] = rank
+                    if <int64_t>rank < first_use[t.pair_list[k].right]:      # right < n (checked lists)
+                        first_use[t.pair_list[k].right] = rank
             self.t.seam_bits = <uint8_t*>calloc(SEAM_ALL_BITS // 8, 1)
             self.t.cp_token = <uint32_t*>malloc(0x10000 * sizeof(uint32_t))
             if self.t.seam_bits == NULL or self.t.cp_token == NULL:
@@ -324,6 +352,8 @@ cdef class Vocab:
                     x = b[0] if k == 1 else (<uint32_t>b[0] << 8) | b[1]
                     risky[(k - 1) * 65536 + x] = 1
                     _set_bit(bits, SEAM_PRE_START + (((<uint32_t>b[k - 1] & 63) << 8) | b[k]))
+                    for top2 in range(4):                   # every byte with those low 6 bits
+                        _set_bit(bits, SEAM_PRE_ANY + ((((<uint32_t>b[k - 1] & 63) | (top2 << 6)) << 8) | b[k]))
                     if ln - k == 1:
                         _set_bit(bits, seam_index(SEAM_START_SHORT, k, x, b[k]))
                     else:
@@ -335,6 +365,7 @@ cdef class Vocab:
                     x = b[j] if ln - j == 1 else (<uint32_t>b[j] << 8) | b[j + 1]
                     risky[(ln - j + 1) * 65536 + x] = 1
                     _set_bit(bits, SEAM_PRE_END + ((<uint32_t>b[j - 1] << 8) | b[j]))
+                    _set_bit(bits, SEAM_PRE_ANY + ((<uint32_t>b[j - 1] << 8) | b[j]))
                     if j == 1:
                         _set_bit(bits, seam_index(SEAM_END_SHORT, ln - j, x, b[0]))
                     else:
@@ -355,6 +386,8 @@ cdef class Vocab:
                 m = _lone_bpe(t, NULL, 0, u, ln, sym)
                 if m < 1:
                     continue                                  # a byte that is no token: bytes path only
+                if m == 1 and first_use[sym[0]] <= _lone_chain_top_rank(t, u, ln):
+                    continue                                  # its token may merge before it is whole
                 x = sym[0] if m == 1 else CP_SEVERAL
                 # risky[0 / 1]: suffixes of 1 / 2 bytes; risky[2 / 3]: prefixes of 1 / 2 bytes (by 65536)
                 if risky[u[ln - 1]] or (ln == 3 and risky[65536 + ((<uint32_t>u[1] << 8) | u[2])]):
@@ -363,7 +396,7 @@ cdef class Vocab:
                     x |= CP_PREFIX_RISK
                 self.t.cp_token[cp] = x
         finally:
-            free(made_at)
+            free(first_use)
             free(risky)
 
     cdef void _build_byte_pairs(self) except *:
@@ -625,8 +658,8 @@ cdef class Vocab:
         return count
 
     def char_table_stats(self):
-        """None when whole-character symbols are off (ranks not monotone), else (BMP characters that BPE
-        makes one token of, bits set in the seam sets): tests and diagnostics."""
+        """None when whole-character symbols are off (not byte-level), else (BMP characters that take them
+        as one token, bits set in the seam sets): tests and diagnostics."""
         cdef Py_ssize_t cp, single = 0, marked = 0, i
         if self.t.cp_token == NULL:
             return None

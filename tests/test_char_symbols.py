@@ -1,11 +1,12 @@
 """Whole characters as first BPE symbols (ctok._bpe.symbolize_chars) against the references.
 
 The shortcut merges each multi-byte character of a byte-level piece to its own BPE before any merge
-between characters, which is exact only under conditions the vocabulary is checked for (monotone ranks,
-no token joining part of a character to a neighbour in that context).  These tests compare with tiktoken
-(rank files) and HF tokenizers (tokenizer.json) on text built to hit those conditions: characters of
-scripts whose tokens do join partial characters (Cyrillic, Indic, Georgian, Hangul, CJK), random BMP
-characters, and characters next to the byte contexts the vocabulary flags.
+between characters, which is exact only under conditions the vocabulary is checked for (no merge using a
+character's token ranked below the character's own merges, no token joining part of a character to a
+neighbour in that context).  These tests compare with tiktoken (rank files) and HF tokenizers
+(tokenizer.json) on text built to hit those conditions: characters of scripts whose tokens do join partial
+characters (Cyrillic, Indic, Georgian, Hangul, CJK), random BMP characters, characters next to the byte
+contexts the vocabulary flags, and a vocabulary whose ranks break the order for one character.
 """
 import random
 
@@ -77,7 +78,7 @@ def test_corpus_sentences_equal_tiktoken(family):
             assert enc.encode_ordinary(span) == ref.encode_ordinary(span), (name, a)
 
 
-@pytest.mark.parametrize("folder", ["qwen3", "deepseek-v3"])
+@pytest.mark.parametrize("folder", ["qwen3", "deepseek-v3", "llama3-hf", "gpt2", "gpt-neox-20b"])
 def test_hf_files_equal_tokenizers(folder):
     tokenizers = pytest.importorskip("tokenizers")
     path = vocab_path(folder, "tokenizer.json")
@@ -89,20 +90,64 @@ def test_hf_files_equal_tokenizers(folder):
         assert enc.encode_ordinary(t) == ref.encode(t, add_special_tokens=False).ids, t
 
 
-def test_tables_off_when_ranks_are_not_monotone():
-    # "ab" merges at rank 0 from tokens made later ("a" + "b" are bytes, fine), but "abc" = "ab" + "c" at a
-    # rank below that of "ab" breaks the order the proof needs: the tables must stay off, results exact.
+def _rank_order_vocab():
+    # Byte tokens, then: "é" (C3 A9) made at rank 5 but used by "xé" at rank 1, below it; "ñ" (C3 B1) made
+    # at rank 0 and used by "ñx" at rank 9, above it; "yx" at rank 3.  Ranks 2, 4, 6-8 are fillers.
     from ctok._vocab import Vocab
     tokens = [bytes([i]) for i in range(256)]
-    ab, abc = len(tokens), len(tokens) + 1
-    tokens += [b"ab", b"abc"]
-    merges = [(ab, ord("c"), abc), (ord("a"), ord("b"), ab)]          # (left, right, merged) in rank order
-    v = Vocab(tokens, merges)
-    assert v.char_table_stats() is None
-    # The merge rule spelled out (lowest rank first, leftmost on ties): a, b -> ab (the only pair), then
-    # ab, c -> abc.
-    assert _merge_for_test(v, b"abc", False, whole_piece_first=False) == [abc]
-    assert _merge_for_test(v, b"abcab", True, whole_piece_first=False) == [abc, ab]
+    names = ["é", "xé", "ñ", "ñx", "yx", "pq", "rs", "tu", "vw", "kl"]
+    ids = {}
+    for name in names:
+        ids[name] = len(tokens)
+        tokens.append(name.encode())
+    B = lambda c: c if isinstance(c, int) else ord(c)                     # noqa: E731
+    merges = [
+        (0xC3, 0xB1, ids["ñ"]),           # 0
+        (B("x"), ids["é"], ids["xé"]),    # 1: uses é below the rank that makes it
+        (B("p"), B("q"), ids["pq"]),      # 2
+        (B("y"), B("x"), ids["yx"]),      # 3
+        (B("r"), B("s"), ids["rs"]),      # 4
+        (0xC3, 0xA9, ids["é"]),           # 5
+        (B("t"), B("u"), ids["tu"]),      # 6
+        (B("v"), B("w"), ids["vw"]),      # 7
+        (B("k"), B("l"), ids["kl"]),      # 8
+        (ids["ñ"], B("x"), ids["ñx"]),    # 9: uses ñ above the rank that makes it
+    ]
+    return Vocab(tokens, merges), ids
+
+
+def test_characters_whose_token_merges_early_take_the_byte_path():
+    # "yxé" by the merge rule: (y, x) at rank 3 comes before (C3, A9) at rank 5, so y and x join first and
+    # "é" stays alone: [yx, é].  Merging "é" first would let (x, é) at rank 1 win: [y, xé], which is wrong.
+    # So "é" must not start as a whole character, while "ñ" (all its uses rank above its making) may.
+    v, ids = _rank_order_vocab()
+    assert v.char_table_stats() is not None
+    assert _merge_for_test(v, "yxé".encode(), False, whole_piece_first=False) == [ids["yx"], ids["é"]]
+    assert _merge_for_test(v, "yxé".encode(), True, whole_piece_first=False) == [ids["yx"], ids["é"]]
+    assert _chars_for_test(v, "yxé".encode()) is None
+    assert _chars_for_test(v, "yxñ".encode()) == [ord("y"), ord("x"), ids["ñ"]]
+    # (C3 B1) at 0, (C3 A9) at 5, then (x, é) at 1 before (ñ, x) at 9.
+    assert _merge_for_test(v, "ñxé".encode(), False, whole_piece_first=False) == [ids["ñ"], ids["xé"]]
+
+
+def test_llama3_tokenizer_json_corpus_equal_tokenizers():
+    # Llama 3's tokenizer.json has merges ranked below the merges that make their parts, so some
+    # characters are refused (above) and the rest start whole: real text of every script against HF.
+    tokenizers = pytest.importorskip("tokenizers")
+    from _shared import corpus_names, corpus_text
+    path = vocab_path("llama3-hf", "tokenizer.json")
+    enc = ctok.load(str(path))
+    single, _ = enc._core.vocab.char_table_stats()
+    assert 60000 < single < 63360                       # on, and some characters refused
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    rnd = random.Random(SEED + 4)
+    for name in corpus_names():
+        text = corpus_text(name, 400_000)
+        assert enc.encode_ordinary(text) == ref.encode(text, add_special_tokens=False).ids, name
+        for _ in range(40):
+            a = rnd.randrange(max(1, len(text) - 300))
+            span = text[a:a + rnd.randint(1, 300)]
+            assert enc.encode_ordinary(span) == ref.encode(span, add_special_tokens=False).ids, (name, a)
 
 
 def _chars_ending_with(suffix):
