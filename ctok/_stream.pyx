@@ -45,6 +45,8 @@ cdef int buf_reserve(Buf* b, Py_ssize_t extra) except -1:
 
 
 cdef inline int buf_add(Buf* b, const char* p, Py_ssize_t n) except -1:
+    if n == 0:
+        return 0                            # an empty buffer's data is NULL: memcpy must not see it
     buf_reserve(b, n)
     memcpy(b.data + b.size, p, n)           # room for n bytes reserved above
     b.size += n
