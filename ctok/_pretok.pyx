@@ -481,6 +481,21 @@ cdef inline Py_ssize_t ascii_ws_piece(const unsigned char* s, Py_ssize_t n, Py_s
     return -1
 
 
+cdef inline Py_ssize_t o200k_word_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t q,
+                                     bint contractions) noexcept nogil:
+    """o200k's letter alternatives from q, an ASCII letter after the optional prefix: the piece's end, or -1 when
+    a non-ASCII letter may go on."""
+    cdef Py_ssize_t u = q, e
+    while u < n and <unsigned char>(s[u] - 65) < 26:  # u < n checked first; 'A'..'Z'
+        u += 1
+    e = ctok_lower_end(s, n, u)
+    if e < n and s[e] >= 0x80:  # e < n checked first: a non-ASCII letter may go on
+        return -1
+    # e > u: [UP]*[LO]+ (capitals, then lowercase); e == u > q: [UP]+[LO]* with LO* empty.  In ASCII the
+    # classes are disjoint, so neither leaves room for backtracking.
+    return contraction(s, n, e, True) if contractions else e
+
+
 cdef inline Py_ssize_t o200k_ascii(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, bint slash,
                                     bint contractions, int most) noexcept nogil:
     """scan_o200k_like on the ASCII shapes above, or -1: o200k (slash, contractions, most = 3 digits), Kimi (no
@@ -495,15 +510,7 @@ cdef inline Py_ssize_t o200k_ascii(const unsigned char* s, Py_ssize_t n, Py_ssiz
     # [^\r\n\p{L}\p{N}]? then letters, where the prefix is taken when c may be one and a letter follows
     q = pos + 1 if (not (f & (CT_L | CT_N | CT_CRLF)) and is_alpha(d)) else pos
     if is_alpha(s[q]):  # q <= pos + 1 < n
-        u = q
-        while u < n and <unsigned char>(s[u] - 65) < 26:  # u < n checked first; 'A'..'Z'
-            u += 1
-        e = ctok_lower_end(s, n, u)
-        if e < n and s[e] >= 0x80:  # e < n checked first: a non-ASCII letter may go on
-            return -1
-        # e > u: [UP]*[LO]+ (capitals, then lowercase); e == u > q: [UP]+[LO]* with LO* empty.  In ASCII the
-        # classes are disjoint, so neither leaves room for backtracking.
-        return contraction(s, n, e, True) if contractions else e
+        return o200k_word_end(s, n, q, contractions)
     if d >= 0x80:
         return -1
     if f & CT_N:
@@ -513,6 +520,81 @@ cdef inline Py_ssize_t o200k_ascii(const unsigned char* s, Py_ssize_t n, Py_ssiz
     if c == 32 and not (ctok_ascii_flags[d] & LWSN):              # d < 128
         return ascii_punct_piece(s, n, pos + 2, slash)           # the same after one space
     return ascii_ws_piece(s, n, pos, c, d)
+
+
+# Pairs of pieces (next_piece_ends only).  Why: in code a newline or a line-ending punctuation piece is mostly
+# followed by indentation, indentation by " word" or " =", and a punctuation piece by "word" or " word" (", x",
+# " (self", "). x").  The first piece's scan has already found where the indentation ends, or what follows it,
+# so the second piece's end comes without a step of the loop: one decision, and one link of the chain from a
+# piece's start to the next, fewer.  Each second piece is the shape o200k_ascii gives from the first's end (the
+# regex has no look-behind, so a piece depends only on its start).  Measured: a word then " word" as a pair too
+# was slower (the loop's own dispatch already handles that, and the extra test mispredicts).
+
+cdef inline Py_ssize_t o200k_after_indent(const unsigned char* s, Py_ssize_t n, Py_ssize_t e, bint slash,
+                                          bint contractions) noexcept nogil:
+    """The piece at e - 1, a space, where s[e] is an ASCII non-space (e < n): ` word` (the space as the
+    optional prefix), ` =` (` ?[^\s\p{L}\p{N}]+`), or -1 (a digit: left to the loop)."""
+    cdef unsigned char c = s[e]  # e < n by contract
+    if is_alpha(c):
+        return o200k_word_end(s, n, e, contractions)
+    if not (ctok_ascii_flags[c] & LWSN):  # c < 128 by contract
+        return ascii_punct_piece(s, n, e + 1, slash)
+    return -1
+
+
+cdef inline Py_ssize_t o200k_ascii_pair(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, bint slash,
+                                        bint contractions, int most, Py_ssize_t* second) noexcept nogil:
+    """o200k_ascii, and in *second the end of the piece after it when the pair is one of the above (else -1,
+    and always -1 when o200k_ascii's answer is -1)."""
+    cdef unsigned char c = s[pos], d  # pos < n by contract
+    cdef uint16_t f
+    cdef Py_ssize_t q, e, r
+    second[0] = -1
+    if c >= 0x80 or pos + 1 >= n:
+        return -1
+    d = s[pos + 1]  # pos + 1 < n checked above
+    f = ctok_ascii_flags[c]  # c < 128
+    q = pos + 1 if (not (f & (CT_L | CT_N | CT_CRLF)) and is_alpha(d)) else pos
+    if is_alpha(s[q]):  # q <= pos + 1 < n
+        return o200k_word_end(s, n, q, contractions)
+    if d >= 0x80:
+        return -1
+    if f & CT_N:
+        return ascii_digits_piece(s, n, pos, most)
+    if not (f & LWSN):
+        e = ascii_punct_piece(s, n, pos + 1, slash)
+    elif c == 32 and not (ctok_ascii_flags[d] & LWSN):              # d < 128
+        e = ascii_punct_piece(s, n, pos + 2, slash)
+    else:
+        if c == 10 and (d == 32 or not (ctok_ascii_flags[d] & CT_WS)):  # d < 128
+            e = ctok_byte_run_end(s, n, pos + 1, 32)
+            if e < n and s[e] < 0x80 and not (ctok_ascii_flags[s[e]] & CT_WS):    # e < n; s[e] < 128
+                if e > pos + 2:
+                    second[0] = e - 1                                          # `\s+(?!\S)`
+                elif e == pos + 2:
+                    second[0] = o200k_after_indent(s, n, e, slash, contractions)
+                return pos + 1
+            return -1
+        if c == 32 and d == 32:
+            e = ctok_byte_run_end(s, n, pos + 2, 32)
+            if e == n:
+                return n
+            if s[e] < 0x80 and not (ctok_ascii_flags[s[e]] & CT_WS):              # e < n; s[e] < 128
+                second[0] = o200k_after_indent(s, n, e, slash, contractions)
+                return e - 1                                                       # e - 1 >= pos + 1
+        return -1
+    # e < 0: the run reached a non-ASCII character (general scanner); e + 1 < n for s[e], s[e + 1] below
+    if e > 0 and e + 1 < n:
+        if is_alpha(s[e]):
+            second[0] = o200k_word_end(s, n, e, contractions)                      # word
+        elif s[e] == 32:
+            if is_alpha(s[e + 1]):
+                second[0] = o200k_word_end(s, n, e + 1, contractions)              # " word"
+            elif s[e - 1] == 10 and s[e + 1] == 32:                                # e - 1 > pos
+                r = ctok_byte_run_end(s, n, e + 2, 32)
+                if r < n and s[r] < 0x80 and not (ctok_ascii_flags[s[r]] & CT_WS):    # r < n; s[r] < 128
+                    second[0] = r - 1                                                  # r - 1 > e
+    return e
 
 
 cdef inline Py_ssize_t cl100k_ascii(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, int most) noexcept nogil:
@@ -697,11 +779,20 @@ cdef Py_ssize_t next_piece_ends(int kind, const unsigned char* s, Py_ssize_t n, 
     # Up to max_count successive piece ends from pos, with the kind dispatch outside the loop: callers in
     # other modules reach cdef functions through a pointer, so one call per batch, not per piece.
     cdef Py_ssize_t k = 0
+    cdef Py_ssize_t e, e2
     if kind == PRETOK_O200K or kind == PRETOK_KIMI or kind == PRETOK_TEKKEN:
         while k < max_count and pos < n:
-            pos = o200k_piece(s, n, pos, kind)
-            ends[k] = pos                         # k < max_count: the caller's array holds max_count
+            e = o200k_ascii_pair(s, n, pos, kind != PRETOK_KIMI, kind != PRETOK_TEKKEN,
+                                 1 if kind == PRETOK_TEKKEN else 3, &e2)
+            if e < 0:
+                e = scan_o200k_like(s, n, pos, kind)
+            ends[k] = e                           # k < max_count: the caller's array holds max_count
             k += 1
+            if e2 >= 0 and k < max_count:         # e2 >= 0 only with e >= 0 (then e2 > e)
+                ends[k] = e2                      # k < max_count checked
+                k += 1
+                e = e2
+            pos = e
     elif kind == PRETOK_CL100K or kind == PRETOK_LLAMA3 or kind == PRETOK_QWEN:
         while k < max_count and pos < n:
             pos = cl100k_piece(s, n, pos, kind)
@@ -754,6 +845,28 @@ def piece_ends(int kind, bytes data):
     while pos < n:
         pos = next_piece_end(kind, s, n, pos)
         out.append(pos)
+    return out
+
+
+def piece_ends_batched(int kind, bytes data, Py_ssize_t max_count=16):
+    """piece_ends through next_piece_ends, max_count at a time as the encoder asks for them (tests: the pair paths
+    must give the same ends, and never more than max_count)."""
+    _check_kind(kind)
+    if max_count < 1 or max_count > 64:
+        raise ValueError("max_count must be 1..64")
+    cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
+    cdef Py_ssize_t pos = 0, k, i
+    cdef Py_ssize_t ends[65]
+    out = []
+    while pos < n:
+        ends[max_count] = -7                                   # max_count <= 64: a canary after the batch
+        k = next_piece_ends(kind, s, n, pos, ends, max_count)
+        if k < 1 or k > max_count or ends[max_count] != -7:
+            raise AssertionError(f"next_piece_ends gave {k} ends for max_count {max_count}")
+        for i in range(k):
+            out.append(ends[i])                                # i < k <= max_count
+        pos = ends[k - 1]                                      # 1 <= k
     return out
 
 

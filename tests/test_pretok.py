@@ -119,6 +119,11 @@ def first_diff(a, b):
 def check_kind(kind, text, label="", hf=True, tk=True):
     got = ctok_pieces(kind, text)
     assert "".join(got) == text
+    # next_piece_ends (the encoder's path, with o200k's pairs of pieces) gives the same ends, at any batch size
+    data = text.encode("utf-8")
+    ends = P.piece_ends(kind, data)
+    for m in (1, 2, 3, 16):
+        assert P.piece_ends_batched(kind, data, m) == ends, f"{label} [{NAME[kind]} batched by {m}]"
     if hf and kind in HF_KINDS:
         ref = hf_pieces(kind, text)
         assert got == ref, f"{label} [{NAME[kind]} vs tokenizers] {first_diff(got, ref)}"
@@ -347,6 +352,13 @@ EDGE_PIECES = (["a", "Ab", "ABC", "abc", " ", "  ", "\n", "\r\n", "\r", "\t", "\
                + ["é", "É", "\u0301", "’", "…", "٣", "½", "\u00a0", "\u3000", "\x85", "中", "カ", "ſ", "😀"])
 
 
+# Code's line ends and indentation, which o200k's next_piece_ends answers two pieces at a time (o200k_ascii_pair):
+# a newline or a punctuation piece ending with one, then 0..33 spaces, then what follows the indentation.
+PAIR_HEADS = ["\n", ":\n", "):\n", ",\n", "/\n", "(\n", "\r\n", "\n\n", ",", " =", "a", "  "]
+PAIR_TAILS = ["x", "Ab", "AB", "'s", "'", "=", " =", "(", "#", "1", "\n", "\t", "é", "É", "’", "٣", "中",
+              "\u00a0", "\u0301", "a\u0301", "ab'", "Ab'LL", "/", ""]
+
+
 @pytest.mark.parametrize("kind", ALL_KINDS, ids=_ids(ALL_KINDS))
 def test_inline_ascii_shapes_edges(kind):
     rng = random.Random(4242 + kind)
@@ -356,10 +368,17 @@ def test_inline_ascii_shapes_edges(kind):
         for _ in range(rng.randint(1, 8)):
             if rng.random() < 0.3:
                 parts.append(rng.choice("aZ 1(\n\t-") * rng.choice([1, 2, 3, 4, 15, 16, 17, 31, 32, 33]))
+            elif rng.random() < 0.3:
+                parts.append(rng.choice(PAIR_HEADS) + " " * rng.choice([0, 1, 2, 3, 4, 8, 15, 16, 17, 33])
+                             + rng.choice(PAIR_TAILS))
             else:
                 parts.append(rng.choice(EDGE_PIECES))
         texts.append("".join(parts))
-    for t in texts[:300]:                 # each its own segment: its end is the regex's $
+    for h in PAIR_HEADS:                  # every pair shape whole, and as the segment's end
+        for sp in (0, 1, 2, 3, 17):
+            texts += [h + " " * sp + t for t in PAIR_TAILS]
+            texts += ["x" + h + " " * sp + t + " y" for t in PAIR_TAILS]
+    for t in texts[:300] + texts[600:]:   # each its own segment: its end is the regex's $
         check_kind(kind, t, repr(t), tk=False)
     check_kind(kind, "".join(texts), "edges joined")
     if kind in TIKTOKEN_KINDS:
