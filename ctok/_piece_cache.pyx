@@ -19,9 +19,10 @@ languages) is better served by a larger table (batch of 5,000 mixed texts: 4 MB 
 throughput), so after as many stores as the table has entries, one thread builds a table twice the size,
 copies the live entries into it and publishes it.  Replaced tables are kept until the cache is freed (a reader
 may still hold one), and growth stops before all tables together would exceed the budget: memory stays bounded
-by max_bytes.  Tables of 2 MB and more are 2 MB aligned and marked for transparent huge pages where the OS has
-them, so first touches cost a fault per 2 MB rather than per 4 KB (a first pass over Dracula: 3,289 page faults
-with the 4 MB table in small pages).
+by max_bytes.  Tables of 2 MB and more are 2 MB aligned, their pages populated by the mmap call (a first pass
+over Dracula took 3,289 page faults with a 4 MB table faulted in page by page), then marked for transparent huge
+pages; marking them before the first touch made a growth wait for memory compaction in fragmented processes
+(see ctok_table_alloc).
 """
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free
@@ -34,10 +35,19 @@ cdef extern from *:
     #include <stdint.h>
     #define CTOK_HUGE (2u << 20)
     /* Zeroed memory for a table of n bytes.  From 2 MB on (n is then a multiple of 2 MB): mapped 2 MB aligned
-       and marked MADV_HUGEPAGE, so that first writes fault once per 2 MB, not once per 4 KB. */
+       with its pages populated by the mmap call itself (one call instead of a fault per 4 KB page during
+       encoding), then marked MADV_HUGEPAGE so that the kernel may merge them into huge pages in the background.
+       Not marked before populating: where huge pages are given only on madvise, a fault in a marked region may
+       wait for the kernel to compact memory, and in a process whose memory is fragmented a table's growth then
+       stalled the encode that triggered it for tens of milliseconds. */
     static void* ctok_table_alloc(size_t n) {
         if (n < CTOK_HUGE) return calloc(1, n);
-        char* p = (char*)mmap(NULL, n + CTOK_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    #ifdef MAP_POPULATE
+        int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE;
+    #else
+        int flags = MAP_PRIVATE | MAP_ANONYMOUS;
+    #endif
+        char* p = (char*)mmap(NULL, n + CTOK_HUGE, PROT_READ | PROT_WRITE, flags, -1, 0);
         if (p == (char*)MAP_FAILED) return NULL;
         char* a = (char*)(((uintptr_t)p + CTOK_HUGE - 1) & ~(uintptr_t)(CTOK_HUGE - 1));
         if (a > p) munmap(p, (size_t)(a - p));
