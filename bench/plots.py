@@ -158,7 +158,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--compare", help="a saved bench/compare.py output (default: run it)")
     ap.add_argument("--compare-args", default="--repeat 1", help="arguments for compare.py (default: %(default)s)")
-    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "performance"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "pages", "performance"))
     ap.add_argument("--no-sweep", action="store_true", help="skip the pathological-input sweep")
     ap.add_argument("--sweep-json", help="plot a saved pathological.json instead of measuring")
     args = ap.parse_args()
