@@ -496,32 +496,6 @@ cdef inline Py_ssize_t o200k_word_end(const unsigned char* s, Py_ssize_t n, Py_s
     return contraction(s, n, e, True) if contractions else e
 
 
-cdef inline Py_ssize_t o200k_ascii(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, bint slash,
-                                    bint contractions, int most) noexcept nogil:
-    """scan_o200k_like on the ASCII shapes above, or -1: o200k (slash, contractions, most = 3 digits), Kimi (no
-    slash) and Tekken (slash, no contractions, most = 1)."""
-    cdef unsigned char c = s[pos], d  # pos < n by contract
-    cdef uint16_t f
-    cdef Py_ssize_t q, u, e
-    if c >= 0x80 or pos + 1 >= n:
-        return -1
-    d = s[pos + 1]  # pos + 1 < n checked above
-    f = ctok_ascii_flags[c]  # c < 128
-    # [^\r\n\p{L}\p{N}]? then letters, where the prefix is taken when c may be one and a letter follows
-    q = pos + 1 if (not (f & (CT_L | CT_N | CT_CRLF)) and is_alpha(d)) else pos
-    if is_alpha(s[q]):  # q <= pos + 1 < n
-        return o200k_word_end(s, n, q, contractions)
-    if d >= 0x80:
-        return -1
-    if f & CT_N:
-        return ascii_digits_piece(s, n, pos, most)               # \p{N}{1,most}
-    if not (f & LWSN):
-        return ascii_punct_piece(s, n, pos + 1, slash)           # ?[^\s\p{L}\p{N}]+ without the space
-    if c == 32 and not (ctok_ascii_flags[d] & LWSN):              # d < 128
-        return ascii_punct_piece(s, n, pos + 2, slash)           # the same after one space
-    return ascii_ws_piece(s, n, pos, c, d)
-
-
 # Pairs of pieces (next_piece_ends only).  Why: in code a newline or a line-ending punctuation piece is mostly
 # followed by indentation, indentation by " word" or " =", and a punctuation piece by "word" or " word" (", x",
 # " (self", "). x").  The first piece's scan has already found where the indentation ends, or what follows it,
@@ -543,9 +517,12 @@ cdef inline Py_ssize_t o200k_after_indent(const unsigned char* s, Py_ssize_t n, 
 
 
 cdef inline Py_ssize_t o200k_ascii_pair(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, bint slash,
-                                        bint contractions, int most, Py_ssize_t* second) noexcept nogil:
-    """o200k_ascii, and in *second the end of the piece after it when the pair is one of the above (else -1,
-    and always -1 when o200k_ascii's answer is -1)."""
+                                        bint contractions, int most, bint want_second,
+                                        Py_ssize_t* second) noexcept nogil:
+    """scan_o200k_like on the ASCII shapes above, or -1: o200k (slash, contractions, most = 3 digits), Kimi (no
+    slash) and Tekken (slash, no contractions, most = 1).  With want_second (a constant at each call site, so
+    the compiler keeps only one version), also in *second the end of the piece after it when the pair is one
+    of the above (else -1, and always -1 when the answer is -1)."""
     cdef unsigned char c = s[pos], d  # pos < n by contract
     cdef uint16_t f
     cdef Py_ssize_t q, e, r
@@ -554,17 +531,20 @@ cdef inline Py_ssize_t o200k_ascii_pair(const unsigned char* s, Py_ssize_t n, Py
         return -1
     d = s[pos + 1]  # pos + 1 < n checked above
     f = ctok_ascii_flags[c]  # c < 128
+    # [^\r\n\p{L}\p{N}]? then letters, where the prefix is taken when c may be one and a letter follows
     q = pos + 1 if (not (f & (CT_L | CT_N | CT_CRLF)) and is_alpha(d)) else pos
     if is_alpha(s[q]):  # q <= pos + 1 < n
         return o200k_word_end(s, n, q, contractions)
     if d >= 0x80:
         return -1
     if f & CT_N:
-        return ascii_digits_piece(s, n, pos, most)
+        return ascii_digits_piece(s, n, pos, most)               # \p{N}{1,most}
     if not (f & LWSN):
-        e = ascii_punct_piece(s, n, pos + 1, slash)
+        e = ascii_punct_piece(s, n, pos + 1, slash)              # ?[^\s\p{L}\p{N}]+ without the space
     elif c == 32 and not (ctok_ascii_flags[d] & LWSN):              # d < 128
-        e = ascii_punct_piece(s, n, pos + 2, slash)
+        e = ascii_punct_piece(s, n, pos + 2, slash)              # the same after one space
+    elif not want_second:
+        return ascii_ws_piece(s, n, pos, c, d)
     else:
         if c == 10 and (d == 32 or not (ctok_ascii_flags[d] & CT_WS)):  # d < 128
             e = ctok_byte_run_end(s, n, pos + 1, 32)
@@ -584,7 +564,7 @@ cdef inline Py_ssize_t o200k_ascii_pair(const unsigned char* s, Py_ssize_t n, Py
                 return e - 1                                                       # e - 1 >= pos + 1
         return -1
     # e < 0: the run reached a non-ASCII character (general scanner); e + 1 < n for s[e], s[e + 1] below
-    if e > 0 and e + 1 < n:
+    if want_second and e > 0 and e + 1 < n:
         if is_alpha(s[e]):
             second[0] = o200k_word_end(s, n, e, contractions)                      # word
         elif s[e] == 32:
@@ -595,6 +575,12 @@ cdef inline Py_ssize_t o200k_ascii_pair(const unsigned char* s, Py_ssize_t n, Py
                 if r < n and s[r] < 0x80 and not (ctok_ascii_flags[s[r]] & CT_WS):    # r < n; s[r] < 128
                     second[0] = r - 1                                                  # r - 1 > e
     return e
+
+
+cdef inline Py_ssize_t o200k_ascii(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, bint slash,
+                                    bint contractions, int most) noexcept nogil:
+    cdef Py_ssize_t unused
+    return o200k_ascii_pair(s, n, pos, slash, contractions, most, False, &unused)
 
 
 cdef inline Py_ssize_t cl100k_ascii(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, int most) noexcept nogil:
@@ -783,7 +769,7 @@ cdef Py_ssize_t next_piece_ends(int kind, const unsigned char* s, Py_ssize_t n, 
     if kind == PRETOK_O200K or kind == PRETOK_KIMI or kind == PRETOK_TEKKEN:
         while k < max_count and pos < n:
             e = o200k_ascii_pair(s, n, pos, kind != PRETOK_KIMI, kind != PRETOK_TEKKEN,
-                                 1 if kind == PRETOK_TEKKEN else 3, &e2)
+                                 1 if kind == PRETOK_TEKKEN else 3, True, &e2)
             if e < 0:
                 e = scan_o200k_like(s, n, pos, kind)
             ends[k] = e                           # k < max_count: the caller's array holds max_count
