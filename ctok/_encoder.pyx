@@ -315,13 +315,14 @@ cdef class CoreEncoder:
             free(self.int_cache)
 
     cdef BpeScratch* take_scratch(self, BpeScratch* own) noexcept:
-        # A free scratch of the pool, or `own` (which the caller has scratch_init-ed) when all are lent:
-        # concurrent callers beyond the pool's size pay for a fresh one.  GIL held.
+        # A free scratch of the pool, or `own` (a caller's uninitialised struct, made empty here) when all
+        # are lent: concurrent callers beyond the pool's size pay for a fresh one.  GIL held.
         cdef int i
         for i in range(SCRATCH_POOL):
             if not (self.pool_busy >> i) & 1:
                 self.pool_busy |= 1u << i
                 return &self.pool[i]
+        scratch_init(own)
         return own
 
     cdef void give_scratch(self, BpeScratch* sc, BpeScratch* own) noexcept:
@@ -450,7 +451,6 @@ cdef class CoreEncoder:
         cdef BpeScratch own
         cdef BpeScratch* sc
         cdef int rc
-        scratch_init(&own)
         sc = self.take_scratch(&own)
         with nogil:
             if split:
@@ -857,7 +857,6 @@ cdef class CoreEncoder:
                 if self.short_out.cap > 4096:             # do not keep a large buffer around
                     idvec_free(&self.short_out)
         out.data = NULL; out.size = 0; out.cap = 0
-        scratch_init(&sc)
         scp = self.take_scratch(&sc)
         try:
             # About one id per 4 bytes for English and code: growing from a small buffer would copy the
@@ -1077,19 +1076,24 @@ cdef bint holds_none(str text, const FirstChars* fc, dict by_prefix) except -1:
     return True
 
 
-def texts_maybe_holding(list texts, names):
-    """The items of `texts` that may hold one of the strings `names`: all but those that holds_none
-    proves hold none (every item when there are too many first characters to scan for).  A batch's check
-    for disallowed special tokens then searches only these, instead of testing each text in Python."""
+cdef class TokenScan:
+    """Which texts may hold one of the strings `names` (special tokens' texts): every text but those that
+    holds_none proves hold none (all of them when there are too many first characters to scan for).  Made once
+    per set of names (Encoding caches it), so a check for disallowed special tokens costs a scan in C per text,
+    and the regex runs only on the texts returned."""
     cdef FirstChars fc
     cdef dict by_prefix
-    names = [name for name in names if name]
-    if not names:
-        return []
-    by_prefix = first_chars_set(&fc, names)
-    if fc.n < 0:
-        return list(texts)
-    return [t for t in texts if type(t) is not str or not holds_none(<str>t, &fc, by_prefix)]
+
+    def __init__(self, names):
+        names = [name for name in names if name]
+        self.by_prefix = first_chars_set(&self.fc, names)
+        if not names:
+            self.fc.n = 0                           # nothing to find: every text holds none
+
+    def maybe_holding(self, list texts):
+        if self.fc.n < 0:
+            return list(texts)
+        return [t for t in texts if type(t) is not str or not holds_none(<str>t, &self.fc, self.by_prefix)]
 
 
 cdef bint unchanged_by(str text, tuple forms) except -1:

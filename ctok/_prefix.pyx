@@ -508,7 +508,6 @@ cdef class PrefixCache:
                 raise MemoryError()
         out.data = NULL; out.size = 0; out.cap = 0
         ck.data = NULL; ck.size = 0; ck.cap = 0
-        scratch_init(&sc)
         try:
             if n_blocks <= 512:
                 prefix_hashes(s, n_blocks, hashes)
@@ -806,7 +805,6 @@ cdef list _direct(CoreEncoder core, const uint8_t* s, Py_ssize_t n):
             if core.short_out.cap > 4096:
                 idvec_free(&core.short_out)
     out.data = NULL; out.size = 0; out.cap = 0
-    scratch_init(&sc)
     scp = core.take_scratch(&sc)
     try:
         if n < 2048:

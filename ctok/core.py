@@ -31,6 +31,11 @@ PARALLEL_PYTHON_BYTES = 65536
 LONG_TEXT_SPLIT_BYTES = 1 << 18
 
 
+# count() encodes texts this long natively without a list; below it, len(encode(...)) is as fast
+# (o200k, 3,000 characters: 1.04 against 1.09 us; 11 characters: 0.72 against 0.17 us).
+COUNT_NATIVE_CHARS = 4096
+
+
 def _utf8(text: str) -> bytes:
     try:
         return text.encode("utf-8")
@@ -76,6 +81,7 @@ class Encoding:
                     spec.token_bytes, spec.merges, pretok_kind=kind,
                     special_bytes={v: k.encode("utf-8") for k, v in spec.special_tokens.items()})
         self._special_re_cache = {}
+        self._special_scans = {}            # frozenset of names -> _encoder.TokenScan
         # The C API encodes ordinary text natively; files whose Python-level pipeline must run first
         # (HF normalizers/added tokens, a regex fallback) are refused there with CTOK_ERR_UNSUPPORTED.
         self._core.c_api_ok = hf_pipeline is None and self._split_fallback is None
@@ -142,6 +148,7 @@ class Encoding:
         other.long_input_split = bool(long_input_split)
         other._reload_args = reload_args
         other._special_re_cache = {}
+        other._special_scans = {}
         if other._native_plain():
             other._plain = other._core.encode_str if other._prefix_cache is None else other._prefix_cache.bind(other._core)
             if not other.long_input_split:
@@ -200,16 +207,21 @@ class Encoding:
     def _check_no_disallowed(self, texts, disallowed_special) -> None:
         """_policy(t, (), disallowed_special) for every text: the sets and the pattern made once."""
         if disallowed_special == "all":
-            disallowed = frozenset(self.special_tokens)
+            disallowed = self._special_names
         else:
             disallowed = frozenset(disallowed_special)
         r = self._special_re(disallowed) if disallowed else None
         if r is None:
             return
-        from ._encoder import texts_maybe_holding
+        scan = self._special_scans.get(disallowed)
+        if scan is None:
+            from ._encoder import TokenScan
+            if len(self._special_scans) > 256:
+                self._special_scans.clear()
+            scan = self._special_scans[disallowed] = TokenScan(disallowed)
         search = r.search
         # Only texts holding a name's first characters need the search (a memchr-speed scan each, in C).
-        for t in texts_maybe_holding(texts, disallowed):
+        for t in scan.maybe_holding(texts if isinstance(texts, list) else list(texts)):
             if search(t) is not None:
                 self._policy(t, (), disallowed_special)     # raises, with tiktoken's message
 
@@ -316,10 +328,12 @@ class Encoding:
 
     def count(self, text: str, *, allowed_special: AllowedSpecial = frozenset(),
               disallowed_special: DisallowedSpecial = "all") -> int:
-        """len(encode(text, ...)); where the text goes to the compiled encoder whole (no allowed special
-        token), the ids are counted there and no list is made.  Raises as `encode` does."""
+        """len(encode(text, ...)); a long text that goes to the compiled encoder whole (no allowed special
+        token) is counted there, with no list made (for a short one the list costs less than a second
+        special-token check).  Raises as `encode` does."""
         _check_text(text)
-        if self._native_plain() and not allowed_special and len(self._cut(text)) == 1:
+        if (len(text) >= COUNT_NATIVE_CHARS and self._native_plain() and not allowed_special
+                and len(self._cut(text)) == 1):
             self._check_no_disallowed([text], disallowed_special)
             return self._core.count(_utf8(text))
         return len(self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special))
