@@ -106,8 +106,8 @@ cdef extern from *:
 
 
 cdef CacheTable* table_new(uint64_t n) noexcept nogil:
-    # A zeroed table of n entries (a power of two >= 16), or NULL.  Tables of 2 MB and more take huge pages
-    # where the OS has them (one fault per 2 MB); the table of a small budget stays in small pages.
+    # A zeroed table of n entries (a power of two >= 16), or NULL.  Tables of 2 MB and more are populated at
+    # once and may become huge pages later (ctok_table_alloc); the table of a small budget is plain calloc.
     cdef CacheTable* t = <CacheTable*>calloc(1, sizeof(CacheTable))
     if t == NULL:
         return NULL

@@ -52,40 +52,11 @@ cdef inline bint _pair(const Tables* t, const PairEntry* tab, uint64_t mask, uin
     return tables_pair(t, left, right, rank, new_id)
 
 
-cdef int64_t _lone_chain_top_rank(const Tables* t, const uint8_t* s, Py_ssize_t n) noexcept nogil:
-    # The highest rank among the merges that the lone BPE of s[0:n] applies (n <= 3, every byte a token;
-    # the same order as _lone_bpe's), -1 when it applies none.
-    cdef uint32_t sym[3]
-    cdef uint32_t rank, new_id, best_rank, best_id
-    cdef Py_ssize_t m = n, i, best
-    cdef int64_t top = -1
-    for i in range(n):
-        sym[i] = t.byte_id[s[i]]                      # i < n <= 3
-    while m > 1:
-        best = -1
-        best_rank = 0xFFFFFFFF
-        best_id = NO_ID
-        for i in range(m - 1):
-            if tables_pair(t, sym[i], sym[i + 1], &rank, &new_id) and rank < best_rank:
-                best_rank = rank
-                best_id = new_id
-                best = i
-        if best < 0:
-            break
-        if <int64_t>best_rank > top:
-            top = best_rank
-        sym[best] = best_id                           # best < m - 1 < 3
-        for i in range(best + 1, m - 1):
-            sym[i] = sym[i + 1]                       # i + 1 < m <= 3
-        m -= 1
-    return top
-
-
 cdef Py_ssize_t _lone_bpe(const Tables* t, const PairEntry* tab, uint64_t mask, const uint8_t* s, Py_ssize_t n,
-                          uint32_t* sym) noexcept nogil:
+                          uint32_t* sym, int64_t* top_rank=NULL) noexcept nogil:
     # BPE of s[0:n] alone, from single bytes, lowest rank first and leftmost on ties (tiktoken's and HF's
     # order); the survivors in sym[0:m] (room for n), m returned.  -1 when a byte is no token, -2 when out
-    # of memory.  Short tokens use a quadratic scan (less bookkeeping); long ones a min-tree over the pair
+    # of memory.  top_rank (if given): the highest rank among the merges applied, -1 for none.  Short tokens use a quadratic scan (less bookkeeping); long ones a min-tree over the pair
     # positions, so a file with a megabyte-long token still loads in linear-logarithmic time.
     cdef Py_ssize_t m = n, i, best, size, p, j, r, q
     cdef uint32_t rank, new_id, best_rank, best_id
@@ -94,6 +65,7 @@ cdef Py_ssize_t _lone_bpe(const Tables* t, const PairEntry* tab, uint64_t mask, 
     cdef uint32_t* made
     cdef uint64_t* tree
     cdef uint64_t key, x, y
+    cdef int64_t top = -1
     for i in range(n):
         sym[i] = t.byte_id[s[i]]
         if sym[i] == NO_ID:
@@ -110,10 +82,13 @@ cdef Py_ssize_t _lone_bpe(const Tables* t, const PairEntry* tab, uint64_t mask, 
                     best = i
             if best < 0:
                 break
+            top = best_rank if <int64_t>best_rank > top else top
             sym[best] = best_id
             for i in range(best + 1, m - 1):
                 sym[i] = sym[i + 1]
             m -= 1
+        if top_rank != NULL:
+            top_rank[0] = top
         return m
     size = 1
     while size < n:
@@ -139,6 +114,7 @@ cdef Py_ssize_t _lone_bpe(const Tables* t, const PairEntry* tab, uint64_t mask, 
         x = tree[2 * i]; y = tree[2 * i + 1]
         tree[i] = x if x < y else y
     while tree[1] != 0xFFFFFFFFFFFFFFFFULL:
+        top = <int64_t>(tree[1] >> 32) if <int64_t>(tree[1] >> 32) > top else top
         i = <Py_ssize_t>(tree[1] & 0xFFFFFFFFULL)
         j = nxt[i]
         sym[i] = made[i]
@@ -169,6 +145,8 @@ cdef Py_ssize_t _lone_bpe(const Tables* t, const PairEntry* tab, uint64_t mask, 
         m += 1
         i = nxt[i]
     free(nxt); free(prv); free(made); free(tree)
+    if top_rank != NULL:
+        top_rank[0] = top
     return m
 
 
@@ -303,6 +281,7 @@ cdef class Vocab:
         cdef const uint8_t* b
         cdef uint8_t* bits
         cdef uint32_t cp, rank, new_id, x, top2
+        cdef int64_t top
         cdef uint8_t u[3]
         cdef uint32_t sym[3]
         cdef int m, best, q
@@ -383,10 +362,10 @@ cdef class Vocab:
                     u[0] = 0xE0 | (cp >> 12); u[1] = 0x80 | ((cp >> 6) & 0x3F); u[2] = 0x80 | (cp & 0x3F); m = 3
                 ln = m
                 # The character's lone BPE: one token, or several (symbolize_chars redoes those few merges).
-                m = _lone_bpe(t, NULL, 0, u, ln, sym)
+                m = _lone_bpe(t, NULL, 0, u, ln, sym, &top)
                 if m < 1:
                     continue                                  # a byte that is no token: bytes path only
-                if m == 1 and first_use[sym[0]] <= _lone_chain_top_rank(t, u, ln):
+                if m == 1 and first_use[sym[0]] <= top:
                     continue                                  # its token may merge before it is whole
                 x = sym[0] if m == 1 else CP_SEVERAL
                 # risky[0 / 1]: suffixes of 1 / 2 bytes; risky[2 / 3]: prefixes of 1 / 2 bytes (by 65536)
