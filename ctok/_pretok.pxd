@@ -18,6 +18,7 @@ cdef extern from "_unicode_tables.h" nogil:
         CT_APUNCT
         CT_AALPHA
     const uint16_t ctok_ascii_flags[128]
+    const uint16_t ctok_flags_2byte[0x800]
     uint16_t ctok_cp_flags(uint32_t cp)
 
 cdef enum:
@@ -58,7 +59,7 @@ cdef inline Py_ssize_t ctok_char(const unsigned char* s, Py_ssize_t n, Py_ssize_
         b1 = s[i + 1]  # i + 1 < n checked above
         if (b1 & 0xC0) != 0x80:
             return 1
-        fl[0] = ctok_cp_flags(((b0 & 0x1F) << 6) | (b1 & 0x3F))  # cp < 0x800
+        fl[0] = ctok_flags_2byte[((b0 & 0x1F) << 6) | (b1 & 0x3F)]  # cp < 0x800 = table size
         return 2
     if b0 < 0xF0:
         if i + 2 >= n:

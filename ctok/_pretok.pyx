@@ -249,21 +249,23 @@ cdef Py_ssize_t scan_cl100k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_
 
 
 # ---------------------------------------------------------------- o200k, Llama 4, Tekken, Kimi
-cdef inline Py_ssize_t o200k_alt1(const unsigned char* s, Py_ssize_t n, Py_ssize_t q,
+cdef inline Py_ssize_t o200k_alt1(const unsigned char* s, Py_ssize_t n, Py_ssize_t q, uint16_t f, Py_ssize_t k,
                                   uint16_t upmask, uint16_t lomask) noexcept nogil:
-    """UP* LO+ anchored at q (leftmost-first backtracking result), or -1.  UP = (flags & upmask) == CT_UP."""
-    cdef uint16_t f = 0
-    cdef Py_ssize_t k, i = q, lastlo = -1, lastlo_end = -1
-    while i < n:
-        k = ctok_char(s, n, i, &f)  # i < n
+    """UP* LO+ anchored at q (leftmost-first backtracking result), or -1.  UP = (flags & upmask) == CT_UP.
+    f and k: the flags and length of the character at q (q < n), which the callers have decoded already."""
+    cdef Py_ssize_t i = q, lastlo = -1, lastlo_end = -1
+    while True:
         if (f & upmask) != CT_UP:
             break
         if (f & lomask) == CT_LO:
             lastlo = i
             lastlo_end = i + k
         i += k
-    if i < n and (f & lomask) == CT_LO:  # f is the flags of the character at i
-        return run_of(s, n, i, lomask, CT_LO)
+        if i >= n:
+            break
+        k = ctok_char(s, n, i, &f)  # i < n
+    if i < n and (f & lomask) == CT_LO:  # f, k: the character at i, which LO+ takes
+        return run_of(s, n, i + k, lomask, CT_LO)
     if lastlo >= 0:
         return lastlo_end
     return -1
@@ -284,10 +286,11 @@ cdef Py_ssize_t scan_o200k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_t
     #   UP = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], LO = [\p{Ll}\p{Lm}\p{Lo}\p{M}]
     # tekken: no contractions, \p{N}.  kimi: [\p{Han}]+ first, UP and LO && [^\p{Han}], [\r\n]* after punctuation.
     cdef uint16_t f, f2 = 0, upmask = CT_UP, lomask = CT_LO
-    cdef Py_ssize_t k, e, q, p = pos
+    cdef Py_ssize_t k, k2 = 0, e, q, p = pos
     cdef bint prefix
     if kind == PRETOK_KIMI:
         lomask = CT_LO | CT_HAN
+        upmask = CT_UP | CT_HAN
     # fast path: [optional ASCII prefix of [^\r\n\p{L}\p{N}]] then "a..." or "Aa..." in ASCII: the first
     # alternative matches with UP* covering at most the capital, then LO+ (exactly as the general code finds)
     q = pos
@@ -303,22 +306,20 @@ cdef Py_ssize_t scan_o200k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_t
             e = contraction(s, n, e, True)
         return e
     k = ctok_char(s, n, pos, &f)  # pos < n
-    if kind == PRETOK_KIMI:
-        if f & CT_HAN:
-            return run_of(s, n, pos + k, CT_HAN, CT_HAN)
-        upmask = CT_UP | CT_HAN
+    if kind == PRETOK_KIMI and f & CT_HAN:
+        return run_of(s, n, pos + k, CT_HAN, CT_HAN)
     # letters; X = [^\r\n\p{L}\p{N}] may be taken as a one-character prefix
     prefix = not (f & (CT_L | CT_N | CT_CRLF)) and pos + k < n
     e = -1
     if prefix:
         # both letter alternatives need their first UP/LO character at pos or, after the prefix, at pos + k
-        ctok_char(s, n, pos + k, &f2)  # pos + k < n (prefix)
+        k2 = ctok_char(s, n, pos + k, &f2)  # pos + k < n (prefix)
         prefix = (f2 & (CT_UP | CT_LO)) != 0
     if prefix or (f & (CT_UP | CT_LO)):
         if prefix:
-            e = o200k_alt1(s, n, pos + k, upmask, lomask)
+            e = o200k_alt1(s, n, pos + k, f2, k2, upmask, lomask)
         if e < 0:
-            e = o200k_alt1(s, n, pos, upmask, lomask)
+            e = o200k_alt1(s, n, pos, f, k, upmask, lomask)
         if e < 0 and prefix:
             e = o200k_alt2(s, n, pos + k, upmask, lomask)
         if e < 0:

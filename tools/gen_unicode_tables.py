@@ -163,6 +163,13 @@ def main():
         w("    " + ", ".join(f"0x{f:04x}" for f in flags[i:i + 16]) + ",")
     w("};")
     w("")
+    w("/* Flags of U+0000..U+07FF, the code points of one- and two-byte UTF-8, directly: Cyrillic, Greek, Arabic,")
+    w("   Hebrew and Latin letters cost one load instead of ctok_cp_flags' three dependent ones. */")
+    w("static const uint16_t ctok_flags_2byte[0x800] = {")
+    for i in range(0, 0x800, 16):
+        w("    " + ", ".join(f"0x{f:04x}" for f in flags[i:i + 16]) + ",")
+    w("};")
+    w("")
     w("/* Flags of a code point; cp must be <= 0x10FFFF (cp >> 8 < 0x1100 keeps stage1 in bounds, the stage1 value")
     w("   is a valid block number so stage2's index is < CTOK_N_BLOCKS * 256). */")
     w("static inline uint16_t ctok_cp_flags(uint32_t cp) {")
