@@ -109,7 +109,13 @@ def test_a_first_character_alone_does_not_leave_the_shortcut():
     assert calls == []
     for text in ["<|im_end|>", "a</s>b", "<</s>", "xx<｜User｜>", "<|" * 100 + "<|im_end|>"]:
         assert fast(text) == ["slow"], text
-    assert fast("</b>" * 65) == ["slow"]           # past PREFIX_CHECKS checked prefixes the slow route decides
+    # More tokens tried at prefix occurrences than the budget (64, plus one per 64 characters): the slow route
+    # decides.  A long text with as many occurrences per character as code has stays native.
+    assert fast("</b>" * 100) == ["slow"]
+    calls.clear()
+    code = ("if a</b:\n    x = y <d\n" + "z = 1\n" * 40) * 300          # 600 prefix occurrences, 84K characters
+    assert fast(code) == enc._core.encode_str(code)
+    assert calls == []
     one = FastOrdinary(enc._core, slow, {"<", "<|x|>"})
     assert one("a < b") == ["slow"]
 
@@ -147,3 +153,19 @@ def test_the_shortcut_never_misses_a_token_on_random_text():
             fast(text)
             if any(t in text for t in tokens):
                 assert calls == [text], (sorted(tokens), text)
+
+
+def test_code_holding_token_prefixes_stays_native():
+    # DeepSeek-V3's 1,283 added tokens start "<｜", "<|", "</", "<t" or "<d": Python code has a hundred of the
+    # last three.  The whole code file must take the compiled route (it took the slow one while holds_none
+    # tried a fixed 64 prefixes), with the same ids as the compiled encoder (and so as HF: test_hf).
+    from ctok._encoder import FastOrdinary
+
+    enc = ctok.load(str(vocab_path("deepseek-v3", "tokenizer.json")))
+    tokens, forms = enc._hf_route()
+    text = corpus_text("code_python.txt", 2_000_000)
+    assert sum(text.count(p) for p in ("</", "<t", "<d")) > 64
+    calls = []
+    fast = FastOrdinary(enc._core, lambda t: calls.append(t) or ["slow"], tokens, forms=forms)
+    assert fast(text) == enc._core.encode_str(text)
+    assert calls == []
