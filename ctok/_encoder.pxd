@@ -1,7 +1,7 @@
 # Contract of the native encoder (see _encoder.pyx), and the Cython-level API for embedding engines:
 #     from ctok._encoder cimport CoreEncoder, capi_encode, capi_decode
 # Another Cython extension can hold a CoreEncoder (Encoding._core) and call these without the GIL.
-from libc.stdint cimport uint8_t, uint32_t, int64_t
+from libc.stdint cimport uint8_t, uint32_t, int32_t, int64_t
 from cpython.object cimport PyObject
 from ctok._vocab cimport Vocab, Tables
 from ctok._bpe cimport IdVec, BpeScratch, BpeOptions
@@ -29,6 +29,22 @@ cdef enum:
     # the marker, which proves no merge can cross such a point, so the split changes nothing but speed.
     PRETOK_MARKER_WORDS = 64
 
+cdef struct AddedSplit:
+    # Added tokens that HF's added vocabulary finds in ordinary text before anything else runs (leftmost-
+    # longest, tokenizers' AddedVocabulary), each emitted as its id; the text between two is encoded as a
+    # text of its own.  Only ASCII tokens, all matched the same way (see hf.native_route): an ASCII token
+    # starts and ends on character boundaries, and cutting before or after an ASCII character changes no
+    # Unicode normal form.  Tokens sorted by first byte, longest first: those starting with byte b are
+    # [start[b], start[b + 1]).  second[b]: bit set of the second bytes of those tokens (256 bits);
+    # single[b]: one of them is the single byte b.
+    Py_ssize_t n
+    uint8_t* blob
+    Py_ssize_t* off             # n + 1 offsets into blob
+    uint32_t* ids
+    int32_t start[257]
+    uint8_t second[256][32]
+    uint8_t single[256]
+
 cdef struct EncoderState:
     # Everything encoding needs, as plain C data: what a C API handle points at.
     const Tables* tables
@@ -46,6 +62,11 @@ cdef struct EncoderState:
 # Split s[0:n] with the state's pretokenizer and append every piece's BPE ids to `out`.
 cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, IdVec* out,
                       BpeScratch* sc) noexcept nogil
+
+# The same after splitting s[0:n] at the added tokens `added` (each appended as its id), the text between
+# two encoded as a text of its own.
+cdef int encode_added(const EncoderState* st, const AddedSplit* added, const uint8_t* s, Py_ssize_t n,
+                      IdVec* out, BpeScratch* sc) noexcept nogil
 
 # The pieces of s[0:n] from the piece boundary pos on, until the first piece boundary at or after stop
 # (pos < stop <= n; a few pieces past stop, which are cut in batches), which goes to end.  Not for
@@ -80,6 +101,9 @@ cdef class CoreEncoder:
     # True: encode_str raises UnicodeEncodeError at a lone surrogate (tokenizer.json files refuse such
     # text) instead of replacing it with U+FFFD (tiktoken's rule).
     cdef public bint surrogates_raise
+    # Added tokens to split ordinary text at first (encode_str_split); NULL: none.  Not part of `state`: the
+    # prefix cache, spans and the C API encode with the pretokenizer alone, whose cuts their proofs assume.
+    cdef AddedSplit* added
 
     cdef list ids_to_list(self, IdVec* v)
     cdef BpeScratch* take_scratch(self, BpeScratch* own) noexcept
@@ -87,6 +111,7 @@ cdef class CoreEncoder:
     cdef _check_kind(self)
     cdef _build_char_self_merges(self)
     cdef int encode_into(self, const uint8_t* s, Py_ssize_t n, IdVec* out, BpeScratch* sc) noexcept nogil
+    cdef list _encode_str(self, text, const AddedSplit* added)
     cdef int _encode_bytes(self, bytes data, IdVec* out, bint split) except -1
     cdef int _encode_many(self, list datas, IdVec* out, int64_t* ends) except -1
     cdef int _gather(self, tokens, IdVec* tmp, char** buf, Py_ssize_t* length) except -1

@@ -129,6 +129,56 @@ cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Id
     return encode_state_span(st, s, n, 0, n, out, sc, &end)
 
 
+cdef inline int encode_with(const EncoderState* st, const AddedSplit* added, const uint8_t* s, Py_ssize_t n,
+                            IdVec* out, BpeScratch* sc) noexcept nogil:
+    if added != NULL:
+        return encode_added(st, added, s, n, out, sc)
+    return encode_state(st, s, n, out, sc)
+
+
+cdef int encode_added(const EncoderState* st, const AddedSplit* a, const uint8_t* s, Py_ssize_t n, IdVec* out,
+                      BpeScratch* sc) noexcept nogil:
+    # HF's added-vocabulary split (leftmost-longest), then each gap as a text of its own.  Scanning left to
+    # right and trying, at each byte, the tokens starting with it longest first finds the leftmost match
+    # and, there, the longest.  Empty gaps encode to nothing, as HF drops empty splits.
+    cdef Py_ssize_t i = 0, seg = 0, k, ln
+    cdef int rc
+    cdef uint8_t b, c
+    cdef bint found
+    while i < n:
+        b = s[i]                                              # i < n
+        if a.start[b] == a.start[b + 1]:                      # b + 1 <= 256: start has 257 entries
+            i += 1
+            continue
+        c = s[i + 1] if i + 1 < n else 0
+        found = False
+        if i + 1 < n and (a.second[b][c >> 3] >> (c & 7)) & 1:
+            for k in range(a.start[b], a.start[b + 1]):      # longest first
+                ln = a.off[k + 1] - a.off[k]
+                if ln <= n - i and memcmp(a.blob + a.off[k], s + i, ln) == 0:   # s[i:i + ln] inside s
+                    found = True
+                    break
+        elif a.single[b]:
+            k = a.start[b + 1] - 1                            # the one-byte token sorts last among b's
+            ln = 1
+            found = True
+        if not found:
+            i += 1
+            continue
+        if i > seg:
+            rc = encode_state(st, s + seg, i - seg, out, sc)
+            if rc != BPE_OK:
+                return rc
+        rc = idvec_push(out, a.ids[k])
+        if rc != BPE_OK:
+            return rc
+        i += ln
+        seg = i
+    if n > seg:
+        return encode_state(st, s + seg, n - seg, out, sc)
+    return BPE_OK
+
+
 cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos,
                            Py_ssize_t stop, IdVec* out, BpeScratch* sc, Py_ssize_t* end) noexcept nogil:
     # The pieces of s[0:n] from pos on, until the first piece boundary at or after stop (a few pieces past
@@ -239,6 +289,14 @@ cdef int encode_piece_cached(const EncoderState* st, const uint8_t* p, Py_ssize_
     return encode_piece_hashed(st, p, n, head, hash_bytes(p, n, head), out, sc)
 
 
+cdef void added_free(AddedSplit* a) noexcept:
+    if a != NULL:
+        free(a.blob)
+        free(a.off)
+        free(a.ids)
+        free(a)
+
+
 cdef enum:
     # Piece boundaries a Span remembers from its start: the previous span must meet its parse among them.
     SPAN_RECORD = 1024
@@ -299,9 +357,11 @@ cdef class CoreEncoder:
         for i in range(SCRATCH_POOL):
             scratch_init(&self.pool[i])
         self.pool_busy = 0
+        self.added = NULL
 
     def __dealloc__(self):
         cdef Py_ssize_t i
+        added_free(self.added)
         cache_free(&self.state.cache)
         free(self.own_self_merges)
         idvec_free(&self.short_out)
@@ -431,6 +491,65 @@ cdef class CoreEncoder:
 
     cdef int encode_into(self, const uint8_t* s, Py_ssize_t n, IdVec* out, BpeScratch* sc) noexcept nogil:
         return encode_state(&self.state, s, n, out, sc)
+
+    def set_added_split(self, tokens):
+        """Split ordinary text at these added tokens first, as HF's added vocabulary does: `tokens` is a list of
+        (ASCII bytes, id), each emitted whole where the leftmost-longest scan finds it, the text between them
+        encoded as separate texts (encode_str_split).  Set once; an empty list sets nothing.  Only for tokens
+        that HF matches on the text as given (see hf.HFPipeline.native_route)."""
+        cdef AddedSplit* a
+        cdef Py_ssize_t i, total = 0, pos = 0
+        cdef bytes b
+        cdef int first, second
+        toks = sorted(((bytes(t), int(i)) for t, i in (tokens or ())), key=lambda x: (x[0][:1], -len(x[0])))
+        for t, tid in toks:
+            if not t or not t.isascii() or not 0 <= tid < self.vocab.t.n_ids:
+                raise ValueError(f"added split token {t!r} (id {tid}): need non-empty ASCII bytes and a known id")
+            total += len(t)
+        if len({t for t, _ in toks}) != len(toks):
+            raise ValueError("added split tokens: the same bytes twice")
+        a = NULL
+        if toks:
+            a = <AddedSplit*>calloc(1, sizeof(AddedSplit))
+            if a == NULL:
+                raise MemoryError()
+            a.n = len(toks)
+            a.blob = <uint8_t*>malloc(total + 1)
+            a.off = <Py_ssize_t*>malloc((a.n + 1) * sizeof(Py_ssize_t))
+            a.ids = <uint32_t*>malloc(a.n * sizeof(uint32_t) + 1)
+            if a.blob == NULL or a.off == NULL or a.ids == NULL:
+                added_free(a)
+                raise MemoryError()
+            for i in range(a.n):
+                b = toks[i][0]
+                a.off[i] = pos
+                memcpy(a.blob + pos, PyBytes_AS_STRING(b), len(b))
+                pos += len(b)
+                a.ids[i] = <uint32_t>toks[i][1]
+                first = b[0]
+                if len(b) == 1:
+                    a.single[first] = 1
+                else:
+                    second = b[1]
+                    a.second[first][second >> 3] |= <uint8_t>(1 << (second & 7))
+            a.off[a.n] = pos
+            i = 0
+            for first in range(257):                          # start[b]: first token whose first byte >= b
+                while i < a.n and toks[i][0][0] < first:
+                    i += 1
+                a.start[first] = <int32_t>i
+        if self.added != NULL:
+            raise ValueError("set_added_split: already set")      # an encode on another thread may be reading it
+        self.added = a
+
+    @property
+    def added_split(self):
+        """The (bytes, id) pairs set by set_added_split, longest first per first byte (tests, diagnostics)."""
+        cdef const AddedSplit* a = self.added
+        if a == NULL:
+            return []
+        return [(PyBytes_FromStringAndSize(<char*>a.blob + a.off[i], a.off[i + 1] - a.off[i]), a.ids[i])
+                for i in range(a.n)]
 
     @property
     def piece_cache_bytes(self):
@@ -821,6 +940,16 @@ cdef class CoreEncoder:
         """encode_ordinary for a str: its UTF-8 form (cached inside the str by CPython, no copy for ASCII)
         is encoded directly; short texts keep the GIL, where releasing it would cost more than the work.
         Lone surrogates become U+FFFD first, as tiktoken does.  A str subclass is encoded as its str value."""
+        return self._encode_str(text, NULL)
+
+    def encode_str_split(self, text):
+        """encode_str after splitting the text at the added tokens of set_added_split (HF's added vocabulary:
+        each found is its id, the text between two is encoded as a text of its own)."""
+        if self.added == NULL:
+            raise ValueError("encode_str_split: no added tokens set (set_added_split)")
+        return self._encode_str(text, self.added)
+
+    cdef list _encode_str(self, text, const AddedSplit* added):
         cdef Py_ssize_t n
         cdef const char* s
         if type(text) is not str:
@@ -849,7 +978,7 @@ cdef class CoreEncoder:
             self.short_busy = True
             try:
                 self.short_out.size = 0
-                if self.encode_into(<const uint8_t*>s, n, &self.short_out, &self.short_scratch) != BPE_OK:
+                if encode_with(&self.state, added, <const uint8_t*>s, n, &self.short_out, &self.short_scratch) != BPE_OK:
                     raise MemoryError()
                 return self.ids_to_list(&self.short_out)
             finally:
@@ -864,10 +993,10 @@ cdef class CoreEncoder:
             if idvec_reserve(&out, n // 4 + 16) != BPE_OK:
                 raise MemoryError()
             if n < SHORT_TEXT:
-                rc = self.encode_into(<const uint8_t*>s, n, &out, scp)
+                rc = encode_with(&self.state, added, <const uint8_t*>s, n, &out, scp)
             else:
                 with nogil:
-                    rc = self.encode_into(<const uint8_t*>s, n, &out, scp)
+                    rc = encode_with(&self.state, added, <const uint8_t*>s, n, &out, scp)
             if rc != BPE_OK:
                 raise MemoryError()
             return self.ids_to_list(&out)
@@ -1118,35 +1247,69 @@ cdef bint unchanged_by(str text, tuple forms) except -1:
     return True
 
 
+cdef struct Route:
+    # Which way a text goes (route_of): `all` finds every added token's text, `rest` those the core does
+    # not split at (set_added_split); n = -1 in a FirstChars: too many first characters to scan for.
+    FirstChars all
+    FirstChars rest
+    bint has_split
+
+
+cdef enum:
+    ROUTE_SLOW = 0          # the Python implementation
+    ROUTE_PLAIN = 1         # the compiled encoder (through the prefix cache when on)
+    ROUTE_SPLIT = 2         # the compiled encoder after the split at added tokens
+
+
+cdef int route_of(str text, const Route* r, dict all_prefix, dict rest_prefix, tuple forms) except -1:
+    # Text holding no added token goes plain; text holding only tokens the core splits at goes split;
+    # both only when the normal forms leave the text as it is.
+    if r.all.n >= 0 and holds_none(text, &r.all, all_prefix):
+        return ROUTE_PLAIN if unchanged_by(text, forms) else ROUTE_SLOW
+    if r.has_split and r.rest.n >= 0 and holds_none(text, &r.rest, rest_prefix):
+        return ROUTE_SPLIT if unchanged_by(text, forms) else ROUTE_SLOW
+    return ROUTE_SLOW
+
+
 cdef class FastEncode:
     """`Encoding.encode` for files whose ordinary text goes straight to the compiled encoder.
 
     The common call, encode(text) with the default special-token policy, only has to prove that the
     text holds no special token's text; when it holds none of the characters special tokens start with,
-    it is encoded at once.  Every other call goes to the full Python implementation (`slow`)."""
+    it is encoded at once.  Text whose only added tokens are those the core splits at (`split`) is
+    encoded by the core with that split.  Every other call goes to the full Python implementation (`slow`)."""
     cdef CoreEncoder core
     cdef object slow
     cdef object plain
-    cdef FirstChars firsts          # n = -1: too many distinct first characters to scan for; use `slow`
-    cdef dict by_prefix
+    cdef object split_plain
+    cdef Route route
+    cdef dict all_prefix
+    cdef dict rest_prefix
     cdef tuple forms                # Unicode normal forms HF applies first: only text they leave as is goes
 
-    def __init__(self, CoreEncoder core, slow, special_names, plain=None, *, tuple forms=()):
-        self.by_prefix = first_chars_set(&self.firsts, [name for name in special_names if name])
+    def __init__(self, CoreEncoder core, slow, special_names, plain=None, *, tuple forms=(), split=()):
+        names = [name for name in special_names if name]
+        self.all_prefix = first_chars_set(&self.route.all, names + [t for t in split if t])
+        self.rest_prefix = first_chars_set(&self.route.rest, names)
+        self.route.has_split = bool(split)
         self.forms = forms
         self.core = core
         self.slow = slow
         self.plain = core.encode_str if plain is None else plain    # e.g. a PrefixCache.bind(core)
+        self.split_plain = core.encode_str_split if split else None
 
     def __call__(self, text, *, allowed_special=_NO_SPECIALS, disallowed_special="all",
                  add_special_tokens=False):
-        if (type(text) is str and self.firsts.n >= 0 and not add_special_tokens
+        cdef int way
+        if (type(text) is str and not add_special_tokens
                 and (allowed_special is _NO_SPECIALS or not allowed_special)
-                and (disallowed_special is "all" or disallowed_special == "all")
-                and holds_none(<str>text, &self.firsts, self.by_prefix)
-                and unchanged_by(<str>text, self.forms)):
+                and (disallowed_special is "all" or disallowed_special == "all")):
+            way = route_of(<str>text, &self.route, self.all_prefix, self.rest_prefix, self.forms)
             try:
-                return self.plain(text)
+                if way == ROUTE_PLAIN:
+                    return self.plain(text)
+                if way == ROUTE_SPLIT:
+                    return self.split_plain(text)
             except UnicodeEncodeError:
                 pass                    # a lone surrogate where the file refuses them: `slow` says so
         return self.slow(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
@@ -1157,26 +1320,37 @@ cdef class FastOrdinary:
     """`Encoding.encode_ordinary` for tokenizer.json files whose pipeline, on text holding no added
     token, is exactly the compiled encoder (no normalizer, a native pretokenizer): text that holds none of
     the added tokens' texts by the test of FirstChars goes straight to `plain` (`core.encode_str`, or the
-    same through a prefix cache); all else to `slow`."""
+    same through a prefix cache), text whose only added tokens are those in `split` to
+    `core.encode_str_split`; all else to `slow`."""
     cdef object plain               # bound once (a method looked up per call costs more)
+    cdef object split_plain
     cdef object slow
-    cdef FirstChars firsts
-    cdef dict by_prefix
+    cdef Route route
+    cdef dict all_prefix
+    cdef dict rest_prefix
     cdef tuple forms                # Unicode normal forms HF applies first: only text they leave as is goes
 
-    def __init__(self, CoreEncoder core, slow, tokens, *, tuple forms=(), plain=None):
-        self.by_prefix = first_chars_set(&self.firsts, [t for t in tokens if t])
-        if self.firsts.n < 0:
+    def __init__(self, CoreEncoder core, slow, tokens, *, tuple forms=(), plain=None, split=()):
+        names = [t for t in tokens if t]
+        self.all_prefix = first_chars_set(&self.route.all, names + [t for t in split if t])
+        self.rest_prefix = first_chars_set(&self.route.rest, names)
+        if self.route.rest.n < 0:
             raise ValueError("FastOrdinary: at most 8 first characters")
+        self.route.has_split = bool(split)
         self.forms = forms
         self.plain = core.encode_str if plain is None else plain    # e.g. a PrefixCache.bind(core)
+        self.split_plain = core.encode_str_split if split else None
         self.slow = slow
 
     def __call__(self, text):
-        if (type(text) is str and holds_none(<str>text, &self.firsts, self.by_prefix)
-                and unchanged_by(<str>text, self.forms)):
+        cdef int way
+        if type(text) is str:
+            way = route_of(<str>text, &self.route, self.all_prefix, self.rest_prefix, self.forms)
             try:
-                return self.plain(text)
+                if way == ROUTE_PLAIN:
+                    return self.plain(text)
+                if way == ROUTE_SPLIT:
+                    return self.split_plain(text)
             except UnicodeEncodeError:
                 pass
         return self.slow(text)

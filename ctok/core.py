@@ -90,8 +90,8 @@ class Encoding:
         self.set_prefix_cache(None)
 
     def _hf_route(self):
-        """(added tokens, normal forms) when this tokenizer.json file's ordinary text can take the compiled
-        route (see _set_hf_shortcuts), else None."""
+        """(added tokens, normal forms, added tokens to split at) when this tokenizer.json file's ordinary
+        text can take the compiled route (see _set_hf_shortcuts and HFPipeline.native_route), else None."""
         route = self._hf.native_route() if self._hf is not None else None
         if route is None or len({t[0] for t in route[0]}) > 8:
             return None
@@ -104,12 +104,15 @@ class Encoding:
         route = self._hf_route()
         if route is None or self.long_input_split:
             return
-        tokens, forms = route
+        tokens, forms, split = route
         from ._encoder import FastEncode, FastOrdinary
         self._core.surrogates_raise = True
+        if split and not self._core.added_split:
+            self._core.set_added_split(split)
+        names = [b.decode("ascii") for b, _ in split]
         self.encode_ordinary = FastOrdinary(self._core, self._encode_ordinary_slow, tokens, forms=forms,
-                                            plain=self._plain)
-        self.encode = FastEncode(self._core, self._encode_full, tokens, self._plain, forms=forms)
+                                            plain=self._plain, split=names)
+        self.encode = FastEncode(self._core, self._encode_full, tokens, self._plain, forms=forms, split=names)
 
     def _encode_ordinary_slow(self, text):
         return Encoding.encode_ordinary(self, text)

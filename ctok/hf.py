@@ -1224,20 +1224,37 @@ class HFPipeline:
         return out
 
     def native_route(self):
-        """(tokens, forms) when text holding none of the strings `tokens` (every added token's text, raw and
+        """(tokens, forms, split) when text holding none of the strings `tokens` (added tokens' texts, raw and
         normalized) and left as it is by the Unicode normal forms `forms` (the normalizer, applied in order)
-        is encoded by the compiled encoder alone, exactly (`core.encode_str`); None when some stage runs in
-        Python (another normalizer, a Python pre-tokenizer or BPE, a prefix space to add) or an added token
-        is empty."""
+        is encoded by the compiled encoder alone, exactly, once it splits at the added tokens `split`
+        ((bytes, id) pairs, `core.set_added_split`); None when some stage runs in Python (another normalizer,
+        a Python pre-tokenizer or BPE, a prefix space to add) or an added token is empty.
+
+        `split` holds the non-special added tokens (GPT-NeoX's runs of spaces, say) when the compiled split
+        does what HF does with them: each is ASCII, has no single_word/lstrip/rstrip, is its own normalized
+        form, and all are matched the same way (all raw or all normalized; otherwise a raw one could hide
+        part of a normalized one).  Special tokens stay in `tokens` (ordinary text holding one goes the
+        Python way, which encodes it as text); when the non-special ones cannot all be split, they stay
+        in `tokens` too and `split` is empty."""
         if self._fast_kind is None or self._fast_prefix_space or self._encoder is not self.core:
             return None
         if any(kind != "unicode" for kind, _ in self._norm_ops):
             return None
-        contents = [t.content for t in self._added_r.values()]
-        contents += [self._normalized_cache.get(i, t.content) for i, t in self._added_r.items()]
+        added = self._added_r.items()
+        contents = [t.content for _, t in added]
+        contents += [self._normalized_cache.get(i, t.content) for i, t in added]
         if any(not c for c in contents):
             return None
-        return set(contents), tuple(arg for _, arg in self._norm_ops)
+        forms = tuple(arg for _, arg in self._norm_ops)
+        plain = [(i, t) for i, t in added if t.content not in self._special_set]
+        if plain and len({t.normalized for _, t in plain}) == 1 and all(
+                t.content.isascii() and not (t.single_word or t.lstrip or t.rstrip)
+                and self._normalized_cache.get(i, t.content) == t.content for i, t in plain):
+            split_ids = {i for i, _ in plain}
+            tokens = {t.content for i, t in added if i not in split_ids}
+            tokens |= {self._normalized_cache.get(i, t.content) for i, t in added if i not in split_ids}
+            return tokens, forms, [(t.content.encode("ascii"), i) for i, t in plain]
+        return set(contents), forms, []
 
     def encode_without_added_tokens(self, text: str) -> List[int]:
         """Normalizer, pre-tokenizer and model only: no added token is matched, special or not (what

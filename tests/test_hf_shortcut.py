@@ -162,10 +162,82 @@ def test_code_holding_token_prefixes_stays_native():
     from ctok._encoder import FastOrdinary
 
     enc = ctok.load(str(vocab_path("deepseek-v3", "tokenizer.json")))
-    tokens, forms = enc._hf_route()
+    tokens, forms, _ = enc._hf_route()
     text = corpus_text("code_python.txt", 2_000_000)
     assert sum(text.count(p) for p in ("</", "<t", "<d")) > 64
     calls = []
     fast = FastOrdinary(enc._core, lambda t: calls.append(t) or ["slow"], tokens, forms=forms)
     assert fast(text) == enc._core.encode_str(text)
     assert calls == []
+
+
+def test_neox_space_tokens_take_the_split_route():
+    # GPT-NeoX's 23 non-special added tokens are runs of 2-24 spaces, which code is full of: such text goes
+    # to the compiled encoder with HF's added-token split, not to the Python route.
+    from ctok._encoder import FastOrdinary
+
+    path = vocab_path("gpt-neox-20b", "tokenizer.json")
+    enc = ctok.load(str(path))
+    tokens, forms, split = enc._hf_route()
+    assert len(split) == 23 and all(set(b) == {32} for b, _ in split)
+    names = [b.decode() for b, _ in split]
+    text = corpus_text("code_python.txt", 200_000)
+    calls = []
+    fast = FastOrdinary(enc._core, lambda t: calls.append(t) or ["slow"], tokens, forms=forms, split=names)
+    got = fast(text)
+    assert calls == []
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ref.encode_special_tokens = True
+    assert_same_ids(got, ref.encode(text, add_special_tokens=False).ids, text, label="neox code")
+    for t in ["a" + " " * k + "b" for k in range(0, 60)] + [" " * k for k in range(0, 60)] + ["\n    x\n        y"]:
+        assert_same_ids(enc.encode_ordinary(t), ref.encode(t, add_special_tokens=False).ids, t, label="neox runs")
+        assert_same_ids(enc.encode(t), ref.encode(t, add_special_tokens=False).ids, t, label="neox runs encode")
+
+
+SPLIT_CASES = {
+    # name: (non-special added tokens as (content, flags), whether the core may split at them)
+    "overlapping": ([("ab", {}), ("abc", {}), ("bcd", {}), ("b", {}), ("  ", {}), ("x y", {})], True),
+    "raw": ([("ab", {"normalized": False}), ("abc", {"normalized": False}), ("<b>", {"normalized": False})], True),
+    "mixed-normalized": ([("ab", {"normalized": False}), ("abc", {"normalized": True})], False),
+    "lstrip": ([("ab", {}), ("cd", {"lstrip": True})], False),
+    "non-ascii": ([("ab", {}), ("é", {})], False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPLIT_CASES))
+def test_added_token_split_matches_hf(tmp_path, case):
+    # Synthetic ByteLevel files with non-special added tokens (and two special ones): the compiled split
+    # (leftmost-longest, gaps encoded as texts of their own) against HF on random texts made of the
+    # tokens' pieces, through encode_ordinary and encode; the split route must be taken when allowed.
+    from test_hf import BL, BL_DEC, _trained_model, _write
+
+    toks, allowed = SPLIT_CASES[case]
+    added = [{"content": "<|end|>", "special": True}, {"content": "<|pad|>", "special": True}]
+    added += [{"content": c, "special": False, "normalized": True, **flags} for c, flags in toks]
+    path = _write(tmp_path, f"split-{case}", _trained_model("byte"), normalizer={"type": "NFC"},
+                  pre_tokenizer=BL, decoder=BL_DEC, added_tokens=added)
+    enc = ctok.load(str(path))
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ref_ordinary = tokenizers.Tokenizer.from_file(str(path))
+    ref_ordinary.encode_special_tokens = True
+    route = enc._hf_route()
+    assert route is not None and bool(route[2]) == allowed
+    rnd = random.Random(SEED_ROUTE)
+    bits = ["a", "b", "c", "d", "ab", "abc", "bcd", " ", "  ", "   ", "x y", "x", "y", "<", ">", "<b>", "\n", "é",
+            "e\u0301", "hello", " world", "12"]
+    texts = ["", "ab", "abc", "abcd", "bcd", "xx y", "a  b", "<|end|>", "ab<|end|>ab"]
+    texts += ["".join(rnd.choice(bits) for _ in range(rnd.randint(1, 30))) for _ in range(400)]
+    for text in texts:
+        want = ref_ordinary.encode(text, add_special_tokens=False).ids
+        assert_same_ids(enc.encode_ordinary(text), want, text, label=f"{case} encode_ordinary")
+        if "<|end|>" not in text and "<|pad|>" not in text:
+            assert_same_ids(enc.encode(text), ref.encode(text, add_special_tokens=False).ids, text,
+                            label=f"{case} encode")
+    if allowed:
+        from ctok._encoder import FastOrdinary
+        calls = []
+        names = [b.decode() for b, _ in route[2]]
+        fast = FastOrdinary(enc._core, lambda t: calls.append(t) or ["slow"], route[0], forms=route[1],
+                            split=names)
+        fast("ab abc x y")
+        assert calls == []
