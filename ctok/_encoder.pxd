@@ -80,6 +80,8 @@ cdef class CoreEncoder:
     # True: encode_str raises UnicodeEncodeError at a lone surrogate (tokenizer.json files refuse such
     # text) instead of replacing it with U+FFFD (tiktoken's rule).
     cdef public bint surrogates_raise
+    # encode_marked's rule for putting the marker in front (MARKER_PREPEND_*), -1 when it has none.
+    cdef readonly int marker_prepend
 
     cdef list ids_to_list(self, IdVec* v)
     cdef BpeScratch* take_scratch(self, BpeScratch* own) noexcept
@@ -87,6 +89,7 @@ cdef class CoreEncoder:
     cdef _check_kind(self)
     cdef _build_char_self_merges(self)
     cdef int encode_into(self, const uint8_t* s, Py_ssize_t n, IdVec* out, BpeScratch* sc) noexcept nogil
+    cdef list _encode_utf8(self, const uint8_t* s, Py_ssize_t n)
     cdef int _encode_bytes(self, bytes data, IdVec* out, bint split) except -1
     cdef int _encode_many(self, list datas, IdVec* out, int64_t* ends) except -1
     cdef int _gather(self, tokens, IdVec* tmp, char** buf, Py_ssize_t* length) except -1

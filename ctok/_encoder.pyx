@@ -13,7 +13,7 @@ from cpython.object cimport PyObject
 from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetContext, PyCapsule_SetContext
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
-from libc.string cimport memcpy, memcmp
+from libc.string cimport memcpy, memcmp, memset
 
 from ctok._vocab cimport Vocab, Tables, Slot, NO_ID, tables_lookup, tables_lookup_hashed, hash_bytes, load_head, load_head_padded
 from ctok._piece_cache cimport PieceCache, CacheEntry, cache_get, cache_put, cache_init, cache_free, cache_bytes, CACHE_MAX_PIECE
@@ -38,6 +38,11 @@ cdef extern from "_utf8.h":
     const char* ctok_utf8_view(object text, Py_ssize_t* n, char** owned)
     int ctok_utf8_view_cheap(object text, const char** s, Py_ssize_t* n)
     char* ctok_utf8_copy_nogil(PyObject* text, Py_ssize_t* n, int* status) nogil
+    ctypedef struct ctok_marker:
+        uint8_t bytes[8]
+        int len
+    size_t ctok_utf8_bound(object text, const ctok_marker* mk)
+    Py_ssize_t ctok_utf8_write(PyObject* text, uint8_t* out, const ctok_marker* mk) nogil
 
 cdef extern from "Python.h":
     Py_ssize_t PyUnicode_GET_LENGTH(object s)
@@ -69,6 +74,7 @@ cdef Py_ssize_t next_marker_word_end(const EncoderState* st, const uint8_t* s, P
 
 cdef enum:
     SHORT_TEXT = 2048       # keep in step with SHORT_TEXT_BYTES
+    MARKED_LOCAL = 8192     # encode_marked converts into a buffer on the stack when this is room enough
     SCRATCH_POOL = 4        # the size of CoreEncoder.pool
     SCRATCH_KEEP_SYMBOLS = 1 << 16      # a pooled scratch with room for more symbols is freed when given back
     CHAR_SELF_MAX = 32      # char-level self_merges: tokens up to this many bytes (bounds the load-time work)
@@ -113,6 +119,15 @@ cdef extern from *:
     """
     void ctok_prefetch(const void* p) nogil
     list ctok_ids_list(const uint32_t* ids, Py_ssize_t n, PyObject** cache)
+
+
+cdef enum:
+    # CoreEncoder(marker_prepend=...), exported as MARKER_PREPEND_*: when encode_marked puts the marker in
+    # front of the text.
+    PREPEND_NEVER = 0           # Metaspace prepend_scheme "never"
+    PREPEND_NONEMPTY = 1        # the Prepend normalizer: before any non-empty text, marked or not
+    PREPEND_UNMARKED = 2        # Metaspace "always" (and "first", for text holding no added token): unless
+                                # the text, spaces replaced, already starts with the marker
 
 
 cdef enum:
@@ -296,6 +311,7 @@ cdef class CoreEncoder:
         self.short_out.data = NULL; self.short_out.size = 0; self.short_out.cap = 0
         scratch_init(&self.short_scratch)
         self.short_busy = False
+        self.marker_prepend = -1
         for i in range(SCRATCH_POOL):
             scratch_init(&self.pool[i])
         self.pool_busy = 0
@@ -348,7 +364,7 @@ cdef class CoreEncoder:
     def __init__(self, list token_bytes=None, merges=None, *, dict special_bytes=None, int pretok_kind=0,
                  bint char_level=False, bint byte_fallback=False, Py_ssize_t unk_id=-1,
                  bint fuse_unk=False, ignore_merges=None, Vocab vocab=None, bytes marker=None,
-                 piece_cache_bytes=None):
+                 marker_prepend=None, piece_cache_bytes=None):
         # vocab: prebuilt tables (e.g. from the compiled cache) instead of token_bytes/merges/special_bytes.
         if vocab is None:
             self.vocab = Vocab(token_bytes, merges, special_bytes)
@@ -380,6 +396,11 @@ cdef class CoreEncoder:
                 raise ValueError("PRETOK_MARKER_WORDS needs a marker of 1 to 8 bytes")
             memcpy(self.state.marker, <const char*>marker, len(marker))
             self.state.marker_len = len(marker)
+        if marker_prepend is not None:
+            if pretok_kind != PRETOK_MARKER_WORDS or marker_prepend not in (
+                    PREPEND_NEVER, PREPEND_NONEMPTY, PREPEND_UNMARKED):
+                raise ValueError("marker_prepend: one of the MARKER_PREPEND_* rules, with PRETOK_MARKER_WORDS")
+            self.marker_prepend = marker_prepend
         if pretok_kind != PRETOK_WHOLE and pretok_kind != PRETOK_MARKER_WORDS:
             # Fail at construction, not at the first encode, if the kind is unknown to the scanner.
             self._check_kind()
@@ -825,10 +846,6 @@ cdef class CoreEncoder:
         cdef const char* s
         if type(text) is not str:
             text = exact_str(text)
-        cdef IdVec out
-        cdef BpeScratch sc
-        cdef BpeScratch* scp
-        cdef int rc
         cdef char* owned = NULL
         s = NULL
         if PyUnicode_GET_LENGTH(text) >= SHORT_TEXT:
@@ -845,11 +862,23 @@ cdef class CoreEncoder:
                 fixed = replace_lone_surrogates(text)
                 s = PyUnicode_AsUTF8AndSize(fixed, &n)
                 text = fixed                               # keeps the buffer alive below
+        try:
+            return self._encode_utf8(<const uint8_t*>s, n)
+        finally:
+            free(owned)
+
+    cdef list _encode_utf8(self, const uint8_t* s, Py_ssize_t n):
+        # encode_str's work once it has the UTF-8 s[0:n]: short texts reuse the encoder's buffers and keep
+        # the GIL; longer ones release it.
+        cdef IdVec out
+        cdef BpeScratch sc
+        cdef BpeScratch* scp
+        cdef int rc
         if n < SHORT_TEXT and not self.short_busy:
             self.short_busy = True
             try:
                 self.short_out.size = 0
-                if self.encode_into(<const uint8_t*>s, n, &self.short_out, &self.short_scratch) != BPE_OK:
+                if self.encode_into(s, n, &self.short_out, &self.short_scratch) != BPE_OK:
                     raise MemoryError()
                 return self.ids_to_list(&self.short_out)
             finally:
@@ -864,17 +893,73 @@ cdef class CoreEncoder:
             if idvec_reserve(&out, n // 4 + 16) != BPE_OK:
                 raise MemoryError()
             if n < SHORT_TEXT:
-                rc = self.encode_into(<const uint8_t*>s, n, &out, scp)
+                rc = self.encode_into(s, n, &out, scp)
             else:
                 with nogil:
-                    rc = self.encode_into(<const uint8_t*>s, n, &out, scp)
+                    rc = self.encode_into(s, n, &out, scp)
             if rc != BPE_OK:
                 raise MemoryError()
             return self.ids_to_list(&out)
         finally:
             self.give_scratch(scp, &sc)
             idvec_free(&out)
-            free(owned)
+
+    def encode_marked(self, text):
+        """The ids of `text` for a SentencePiece-style file (an encoder made with PRETOK_MARKER_WORDS and a
+        marker_prepend rule), straight from the str: its UTF-8 with every space (U+0020) written as the
+        marker, the marker put in front as marker_prepend says, split at marker runs.  This is HF's
+        normalizer / Metaspace and model for text that holds no added token.  A lone surrogate raises
+        UnicodeEncodeError (tokenizer.json files refuse such text).  A str subclass is encoded as its str
+        value."""
+        cdef ctok_marker mk
+        cdef uint8_t local[MARKED_LOCAL]
+        cdef uint8_t* buf = local
+        cdef const uint8_t* s
+        cdef Py_ssize_t n
+        cdef size_t room
+        cdef int ml = self.state.marker_len
+        cdef bint prepend
+        if self.marker_prepend < 0:
+            raise ValueError("encode_marked: this encoder has no marker_prepend rule")
+        if type(text) is not str:
+            text = exact_str(text)
+        if PyUnicode_GET_LENGTH(text) == 0:
+            return []                       # no rule prepends to empty text
+        memset(&mk, 0, sizeof(mk))
+        memcpy(mk.bytes, self.state.marker, ml)     # ml <= 8 (checked at construction)
+        mk.len = ml
+        room = ctok_utf8_bound(text, &mk) + ml      # + a marker in front
+        if room > MARKED_LOCAL:
+            buf = <uint8_t*>malloc(room)
+            if buf == NULL:
+                raise MemoryError()
+        try:
+            # The text goes at buf + ml, leaving room for the marker in front.
+            if PyUnicode_GET_LENGTH(text) < SHORT_TEXT:
+                n = ctok_utf8_write(<PyObject*>text, buf + ml, &mk)
+            else:
+                with nogil:
+                    n = ctok_utf8_write(<PyObject*>text, buf + ml, &mk)
+            if n < 0:
+                text.encode("utf-8")        # a lone surrogate: raises its UnicodeEncodeError
+                raise AssertionError("ctok_utf8_write saw a surrogate that str.encode accepts")
+            s = buf + ml
+            if self.marker_prepend == PREPEND_NONEMPTY:
+                prepend = True
+            elif self.marker_prepend == PREPEND_UNMARKED:
+                # Metaspace prepends unless the replaced text already starts with the marker (a space or
+                # the marker itself first).
+                prepend = n < ml or memcmp(s, mk.bytes, ml) != 0
+            else:
+                prepend = False
+            if prepend:
+                s = buf
+                memcpy(buf, mk.bytes, ml)   # buf[0:ml] was kept free for it
+                n += ml
+            return self._encode_utf8(s, n)
+        finally:
+            if buf != local:
+                free(buf)
 
     def token_bytes(self, Py_ssize_t tid):
         return self.vocab.token_bytes(tid)
@@ -960,6 +1045,10 @@ def c_handle(CoreEncoder encoder):
 
 
 MARKER_WORDS = PRETOK_MARKER_WORDS
+
+MARKER_PREPEND_NEVER = PREPEND_NEVER
+MARKER_PREPEND_NONEMPTY = PREPEND_NONEMPTY
+MARKER_PREPEND_UNMARKED = PREPEND_UNMARKED
 
 
 def marker_split_is_safe(token_bytes, bytes marker):

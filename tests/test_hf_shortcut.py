@@ -25,7 +25,9 @@ FILES = {
     "deepseek-v3/tokenizer.json": True,
     "gpt2/tokenizer.json": True,
     "gpt-neox-20b/tokenizer.json": True,       # NFC: text NFC leaves as it is
-    "mistral-7b-v0.1/tokenizer.json": False,   # Prepend/Replace normalizer: Python stages
+    "mistral-7b-v0.1/tokenizer.json": True,    # Prepend/Replace normalizer: encode_marked
+    "mistral-7b-v0.3/tokenizer.json": True,    # Metaspace "first": encode_marked
+    "llama2/tokenizer.json": True,
 }
 
 
