@@ -111,7 +111,11 @@ def test_a_first_character_alone_does_not_leave_the_shortcut():
     assert calls == []
     for text in ["<|im_end|>", "a</s>b", "<</s>", "xx<｜User｜>", "<|" * 100 + "<|im_end|>"]:
         assert fast(text) == ["slow"], text
-    assert fast("</b>" * 65) == ["slow"]           # past PREFIX_CHECKS checked prefixes the slow route decides
+    assert fast("</b>" * 60) == enc._core.encode_str("</b>" * 60)
+    # past PREFIX_CHECKS checked prefixes (64, and one per 256 characters) the slow route decides
+    assert fast("</b>" * 70) == ["slow"]
+    assert fast("</b>" * 1000) == ["slow"]
+    assert fast("x" * 256 * 40 + "</b>" * 100) == enc._core.encode_str("x" * 256 * 40 + "</b>" * 100)
     one = FastOrdinary(enc._core, slow, {"<", "<|x|>"})
     assert one("a < b") == ["slow"]
 
