@@ -177,8 +177,21 @@ static Py_ssize_t ctok_utf8_from_ucs4(const uint32_t* s, Py_ssize_t n, uint8_t* 
     uint32_t c;
 #if defined(__SSE2__)
     const __m128i high = _mm_set1_epi32((int)0xFFFFFF80), zero = _mm_setzero_si128();
-    while (i + 4 <= n) {                                    /* reads s[i:i+4], inside s[0:n] */
-        __m128i v = _mm_loadu_si128((const __m128i*)(s + i));
+    /* As for 2-byte strs: 16 code points per step when they are ASCII (English with an emoji somewhere is a
+       4-byte str that is mostly ASCII); a block that is not goes 4 at a time. */
+    while (i + 4 <= n) {
+        if (i + 16 <= n) {                                  /* reads s[i:i+16], inside s[0:n] */
+            __m128i a = _mm_loadu_si128((const __m128i*)(s + i)), b = _mm_loadu_si128((const __m128i*)(s + i + 4));
+            __m128i e = _mm_loadu_si128((const __m128i*)(s + i + 8)), f = _mm_loadu_si128((const __m128i*)(s + i + 12));
+            __m128i any = _mm_or_si128(_mm_or_si128(a, b), _mm_or_si128(e, f));
+            if (_mm_movemask_epi8(_mm_cmpeq_epi32(_mm_and_si128(any, high), zero)) == 0xFFFF) {
+                /* values < 0x80: the packs cannot saturate */
+                d = ctok_put_ascii_block(d, _mm_packus_epi16(_mm_packs_epi32(a, b), _mm_packs_epi32(e, f)), 16, mk);
+                i += 16;
+                continue;
+            }
+        }
+        __m128i v = _mm_loadu_si128((const __m128i*)(s + i));   /* reads s[i:i+4], inside s[0:n] */
         if (_mm_movemask_epi8(_mm_cmpeq_epi32(_mm_and_si128(v, high), zero)) == 0xFFFF) {
             __m128i w = _mm_packs_epi32(v, v);              /* values < 0x80: the packs cannot saturate */
             d = ctok_put_ascii_block(d, _mm_packus_epi16(w, w), 4, mk);
