@@ -104,6 +104,8 @@ cdef class CoreEncoder:
     # Added tokens to split ordinary text at first (encode_str_split); NULL: none.  Not part of `state`: the
     # prefix cache, spans and the C API encode with the pretokenizer alone, whose cuts their proofs assume.
     cdef AddedSplit* added
+    # encode_marked's rule for putting the marker in front (MARKER_PREPEND_*), -1 when it has none.
+    cdef readonly int marker_prepend
 
     cdef list ids_to_list(self, IdVec* v)
     cdef BpeScratch* take_scratch(self, BpeScratch* own) noexcept
@@ -112,6 +114,7 @@ cdef class CoreEncoder:
     cdef _build_char_self_merges(self)
     cdef int encode_into(self, const uint8_t* s, Py_ssize_t n, IdVec* out, BpeScratch* sc) noexcept nogil
     cdef list _encode_str(self, text, const AddedSplit* added)
+    cdef list _encode_utf8(self, const uint8_t* s, Py_ssize_t n, const AddedSplit* added)
     cdef int _encode_bytes(self, bytes data, IdVec* out, bint split) except -1
     cdef int _encode_many(self, list datas, IdVec* out, int64_t* ends) except -1
     cdef int _gather(self, tokens, IdVec* tmp, char** buf, Py_ssize_t* length) except -1

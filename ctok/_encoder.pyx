@@ -13,7 +13,7 @@ from cpython.object cimport PyObject
 from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetContext, PyCapsule_SetContext
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
-from libc.string cimport memcpy, memcmp
+from libc.string cimport memcpy, memcmp, memset
 
 from ctok._vocab cimport Vocab, Tables, Slot, NO_ID, tables_lookup, tables_lookup_hashed, hash_bytes, load_head, load_head_padded
 from ctok._piece_cache cimport PieceCache, CacheEntry, cache_get, cache_put, cache_init, cache_free, cache_bytes, CACHE_MAX_PIECE
@@ -38,6 +38,11 @@ cdef extern from "_utf8.h":
     const char* ctok_utf8_view(object text, Py_ssize_t* n, char** owned)
     int ctok_utf8_view_cheap(object text, const char** s, Py_ssize_t* n)
     char* ctok_utf8_copy_nogil(PyObject* text, Py_ssize_t* n, int* status) nogil
+    ctypedef struct ctok_marker:
+        uint8_t bytes[8]
+        int len
+    size_t ctok_utf8_bound(object text, const ctok_marker* mk)
+    Py_ssize_t ctok_utf8_write(PyObject* text, uint8_t* out, const ctok_marker* mk) nogil
 
 cdef extern from "Python.h":
     Py_ssize_t PyUnicode_GET_LENGTH(object s)
@@ -69,6 +74,7 @@ cdef Py_ssize_t next_marker_word_end(const EncoderState* st, const uint8_t* s, P
 
 cdef enum:
     SHORT_TEXT = 2048       # keep in step with SHORT_TEXT_BYTES
+    MARKED_LOCAL = 8192     # encode_marked converts into a buffer on the stack when this is room enough
     SCRATCH_POOL = 4        # the size of CoreEncoder.pool
     SCRATCH_KEEP_SYMBOLS = 1 << 16      # a pooled scratch with room for more symbols is freed when given back
     CHAR_SELF_MAX = 32      # char-level self_merges: tokens up to this many bytes (bounds the load-time work)
@@ -113,6 +119,15 @@ cdef extern from *:
     """
     void ctok_prefetch(const void* p) nogil
     list ctok_ids_list(const uint32_t* ids, Py_ssize_t n, PyObject** cache)
+
+
+cdef enum:
+    # CoreEncoder(marker_prepend=...), exported as MARKER_PREPEND_*: when encode_marked puts the marker in
+    # front of the text.
+    PREPEND_NEVER = 0           # Metaspace prepend_scheme "never"
+    PREPEND_NONEMPTY = 1        # the Prepend normalizer: before any non-empty text, marked or not
+    PREPEND_UNMARKED = 2        # Metaspace "always" (and "first", for text holding no added token): unless
+                                # the text, spaces replaced, already starts with the marker
 
 
 cdef enum:
@@ -354,6 +369,7 @@ cdef class CoreEncoder:
         self.short_out.data = NULL; self.short_out.size = 0; self.short_out.cap = 0
         scratch_init(&self.short_scratch)
         self.short_busy = False
+        self.marker_prepend = -1
         for i in range(SCRATCH_POOL):
             scratch_init(&self.pool[i])
         self.pool_busy = 0
@@ -408,7 +424,7 @@ cdef class CoreEncoder:
     def __init__(self, list token_bytes=None, merges=None, *, dict special_bytes=None, int pretok_kind=0,
                  bint char_level=False, bint byte_fallback=False, Py_ssize_t unk_id=-1,
                  bint fuse_unk=False, ignore_merges=None, Vocab vocab=None, bytes marker=None,
-                 piece_cache_bytes=None):
+                 marker_prepend=None, piece_cache_bytes=None):
         # vocab: prebuilt tables (e.g. from the compiled cache) instead of token_bytes/merges/special_bytes.
         if vocab is None:
             self.vocab = Vocab(token_bytes, merges, special_bytes)
@@ -440,6 +456,11 @@ cdef class CoreEncoder:
                 raise ValueError("PRETOK_MARKER_WORDS needs a marker of 1 to 8 bytes")
             memcpy(self.state.marker, <const char*>marker, len(marker))
             self.state.marker_len = len(marker)
+        if marker_prepend is not None:
+            if pretok_kind != PRETOK_MARKER_WORDS or marker_prepend not in (
+                    PREPEND_NEVER, PREPEND_NONEMPTY, PREPEND_UNMARKED):
+                raise ValueError("marker_prepend: one of the MARKER_PREPEND_* rules, with PRETOK_MARKER_WORDS")
+            self.marker_prepend = marker_prepend
         if pretok_kind != PRETOK_WHOLE and pretok_kind != PRETOK_MARKER_WORDS:
             # Fail at construction, not at the first encode, if the kind is unknown to the scanner.
             self._check_kind()
@@ -954,10 +975,6 @@ cdef class CoreEncoder:
         cdef const char* s
         if type(text) is not str:
             text = exact_str(text)
-        cdef IdVec out
-        cdef BpeScratch sc
-        cdef BpeScratch* scp
-        cdef int rc
         cdef char* owned = NULL
         s = NULL
         if PyUnicode_GET_LENGTH(text) >= SHORT_TEXT:
@@ -974,11 +991,23 @@ cdef class CoreEncoder:
                 fixed = replace_lone_surrogates(text)
                 s = PyUnicode_AsUTF8AndSize(fixed, &n)
                 text = fixed                               # keeps the buffer alive below
+        try:
+            return self._encode_utf8(<const uint8_t*>s, n, added)
+        finally:
+            free(owned)
+
+    cdef list _encode_utf8(self, const uint8_t* s, Py_ssize_t n, const AddedSplit* added):
+        # encode_str's work once it has the UTF-8 s[0:n] (split at `added` first unless NULL): short texts
+        # reuse the encoder's buffers and keep the GIL; longer ones release it.
+        cdef IdVec out
+        cdef BpeScratch sc
+        cdef BpeScratch* scp
+        cdef int rc
         if n < SHORT_TEXT and not self.short_busy:
             self.short_busy = True
             try:
                 self.short_out.size = 0
-                if encode_with(&self.state, added, <const uint8_t*>s, n, &self.short_out, &self.short_scratch) != BPE_OK:
+                if encode_with(&self.state, added, s, n, &self.short_out, &self.short_scratch) != BPE_OK:
                     raise MemoryError()
                 return self.ids_to_list(&self.short_out)
             finally:
@@ -993,17 +1022,73 @@ cdef class CoreEncoder:
             if idvec_reserve(&out, n // 4 + 16) != BPE_OK:
                 raise MemoryError()
             if n < SHORT_TEXT:
-                rc = encode_with(&self.state, added, <const uint8_t*>s, n, &out, scp)
+                rc = encode_with(&self.state, added, s, n, &out, scp)
             else:
                 with nogil:
-                    rc = encode_with(&self.state, added, <const uint8_t*>s, n, &out, scp)
+                    rc = encode_with(&self.state, added, s, n, &out, scp)
             if rc != BPE_OK:
                 raise MemoryError()
             return self.ids_to_list(&out)
         finally:
             self.give_scratch(scp, &sc)
             idvec_free(&out)
-            free(owned)
+
+    def encode_marked(self, text):
+        """The ids of `text` for a SentencePiece-style file (an encoder made with PRETOK_MARKER_WORDS and a
+        marker_prepend rule), straight from the str: its UTF-8 with every space (U+0020) written as the
+        marker, the marker put in front as marker_prepend says, split at marker runs.  This is HF's
+        normalizer / Metaspace and model for text that holds no added token.  A lone surrogate raises
+        UnicodeEncodeError (tokenizer.json files refuse such text).  A str subclass is encoded as its str
+        value."""
+        cdef ctok_marker mk
+        cdef uint8_t local[MARKED_LOCAL]
+        cdef uint8_t* buf = local
+        cdef const uint8_t* s
+        cdef Py_ssize_t n
+        cdef size_t room
+        cdef int ml = self.state.marker_len
+        cdef bint prepend
+        if self.marker_prepend < 0:
+            raise ValueError("encode_marked: this encoder has no marker_prepend rule")
+        if type(text) is not str:
+            text = exact_str(text)
+        if PyUnicode_GET_LENGTH(text) == 0:
+            return []                       # no rule prepends to empty text
+        memset(&mk, 0, sizeof(mk))
+        memcpy(mk.bytes, self.state.marker, ml)     # ml <= 8 (checked at construction)
+        mk.len = ml
+        room = ctok_utf8_bound(text, &mk) + ml      # + a marker in front
+        if room > MARKED_LOCAL:
+            buf = <uint8_t*>malloc(room)
+            if buf == NULL:
+                raise MemoryError()
+        try:
+            # The text goes at buf + ml, leaving room for the marker in front.
+            if PyUnicode_GET_LENGTH(text) < SHORT_TEXT:
+                n = ctok_utf8_write(<PyObject*>text, buf + ml, &mk)
+            else:
+                with nogil:
+                    n = ctok_utf8_write(<PyObject*>text, buf + ml, &mk)
+            if n < 0:
+                text.encode("utf-8")        # a lone surrogate: raises its UnicodeEncodeError
+                raise AssertionError("ctok_utf8_write saw a surrogate that str.encode accepts")
+            s = buf + ml
+            if self.marker_prepend == PREPEND_NONEMPTY:
+                prepend = True
+            elif self.marker_prepend == PREPEND_UNMARKED:
+                # Metaspace prepends unless the replaced text already starts with the marker (a space or
+                # the marker itself first).
+                prepend = n < ml or memcmp(s, mk.bytes, ml) != 0
+            else:
+                prepend = False
+            if prepend:
+                s = buf
+                memcpy(buf, mk.bytes, ml)   # buf[0:ml] was kept free for it
+                n += ml
+            return self._encode_utf8(s, n, NULL)
+        finally:
+            if buf != local:
+                free(buf)
 
     def token_bytes(self, Py_ssize_t tid):
         return self.vocab.token_bytes(tid)
@@ -1090,6 +1175,10 @@ def c_handle(CoreEncoder encoder):
 
 MARKER_WORDS = PRETOK_MARKER_WORDS
 
+MARKER_PREPEND_NEVER = PREPEND_NEVER
+MARKER_PREPEND_NONEMPTY = PREPEND_NONEMPTY
+MARKER_PREPEND_UNMARKED = PREPEND_UNMARKED
+
 
 def marker_split_is_safe(token_bytes, bytes marker):
     """True when no token holds a character other than `marker` directly followed by `marker`: then no
@@ -1145,7 +1234,8 @@ cdef struct FirstChars:
 
 cdef dict first_chars_set(FirstChars* fc, names):
     # Fill fc from the tokens' texts `names` (non-empty) and return what holds_none needs beside it: the
-    # tokens of two or more characters by their first two.
+    # tokens of two or more characters by their first two, as (their distinct lengths, the set of them).
+    # Why a set by length, not a list to try in turn: Mistral 7B v0.3 has 760 tokens starting "[c".
     cdef dict groups = {}, by_prefix = {}
     cdef int i, j
     for name in names:
@@ -1168,29 +1258,29 @@ cdef dict first_chars_set(FirstChars* fc, names):
                 fc.sec[i][j] = ord(second)          # j < 8: at most 8 distinct second characters
                 fc.nsec[i] = j + 1
         fc.n += 1
-    return {k: tuple(v) for k, v in by_prefix.items()}
+    return {k: (tuple(sorted({len(name) for name in v})), frozenset(v)) for k, v in by_prefix.items()}
 
 
 cdef enum:
-    # Tokens that holds_none tries at occurrences of their first two characters before it gives the text to
-    # the slow route (which finds added tokens its own way): PREFIX_CHECKS, plus one per PREFIX_CHECK_CHARS
-    # characters of the text.  A fixed count sent every long file of code with a hundred "</" or "<t" (both
-    # start DeepSeek-V3 tokens) down the slow route (code_python.txt: 58 MB/s, 0.7x fastokens); a budget that
-    # grows with the text keeps such texts native and text made of such prefixes linear.
+    # Occurrences of a token's first two characters that holds_none checks in full (a set lookup per length
+    # of the tokens sharing them) before it gives the text to the slow route, which finds added tokens its
+    # own way: PREFIX_CHECKS, and one more per PREFIX_CHECK_CHARS characters of text.  Why they grow with
+    # the text: a fixed 64 sent Python code and its docs (72 and 93 of "<s", "</", "<u" in the shared
+    # corpus's 1.2-1.4 MB files) to Mistral's Python route, and code (107 of "</", "<t", "<d") to DeepSeek-V3's
+    # and Qwen 3's; still, text made of such prefixes stays linear.
     PREFIX_CHECKS = 64
-    PREFIX_CHECK_CHARS = 64
+    PREFIX_CHECK_CHARS = 256
 
 
 cdef bint holds_none(str text, const FirstChars* fc, dict by_prefix) except -1:
     # True when text holds none of the tokens (fc.n >= 0): no first character, or each occurrence of one
-    # followed by none of its second characters, or occurrences of a token's first two characters where
-    # none of the tokens starting with them (by_prefix) begins, within a budget of tokens tried (above).  A token of two or more
-    # characters cannot start elsewhere.
-    cdef Py_ssize_t n = len(text), pos
-    cdef Py_ssize_t checks = 0, budget = PREFIX_CHECKS + n // PREFIX_CHECK_CHARS
+    # followed by none of its second characters, or few enough occurrences of a token's first two characters
+    # (see PREFIX_CHECKS) where none of the tokens starting with them (by_prefix) begins.  A token of two or
+    # more characters cannot start elsewhere.
+    cdef Py_ssize_t n = len(text), pos, ln
+    cdef Py_ssize_t max_checks = PREFIX_CHECKS + n // PREFIX_CHECK_CHARS, checks = 0
     cdef int i, j
     cdef Py_UCS4 nxt
-    cdef tuple cands
     for i in range(fc.n):
         pos = PyUnicode_FindChar(text, fc.c[i], 0, n, 1)
         if pos >= 0 and fc.nsec[i] < 0:
@@ -1200,12 +1290,12 @@ cdef bint holds_none(str text, const FirstChars* fc, dict by_prefix) except -1:
                 nxt = PyUnicode_READ_CHAR(text, pos + 1)         # pos + 1 < n
                 for j in range(fc.nsec[i]):
                     if nxt == fc.sec[i][j]:
-                        cands = by_prefix[text[pos:pos + 2]]
-                        checks += len(cands)
-                        if checks > budget:
+                        checks += 1
+                        if checks > max_checks:
                             return False
-                        for tok in cands:
-                            if text.startswith(tok, pos):
+                        lengths, names = by_prefix[text[pos:pos + 2]]
+                        for ln in lengths:
+                            if text[pos:pos + ln] in names:
                                 return False
                         break
             pos = PyUnicode_FindChar(text, fc.c[i], pos + 1, n, 1) if pos + 1 < n else -1

@@ -11,6 +11,10 @@
  * UTF-8).  Returns NULL with no exception set when the text holds a surrogate code point (the caller
  * takes its own path: tiktoken's rule pairs surrogates up before replacing lone ones), and NULL with
  * MemoryError set when the copy cannot be allocated.
+ *
+ * SentencePiece-style files (Mistral 7B, Llama 2) encode their text with every space replaced by a word
+ * marker (U+2581): ctok_utf8_write takes an optional ctok_marker and makes that replacement part of the
+ * conversion, so such text reaches the encoder with no intermediate str or bytes (CoreEncoder.encode_marked).
  */
 #ifndef CTOK_UTF8_H
 #define CTOK_UTF8_H
@@ -37,45 +41,106 @@ static inline uint8_t* ctok_put_utf8(uint8_t* d, uint32_t c) {
     return d;
 }
 
-/* Each converter writes at most (bytes per code point of its kind's widest character) * n bytes and
- * returns the number written, or -1 at a surrogate. */
-static Py_ssize_t ctok_utf8_from_ucs1(const uint8_t* s, Py_ssize_t n, uint8_t* out) {
+/* The marker that replaces each space (U+0020), as UTF-8: bytes[len:8] are zero.  It is always stored as
+ * 8 bytes (one move) and the end advanced by len, so a conversion with a marker may write up to
+ * CTOK_MARKER_SLACK bytes past its end. */
+typedef struct { uint8_t bytes[8]; int len; } ctok_marker;
+#define CTOK_MARKER_SLACK 8
+
+/* Code point c (not a surrogate) as UTF-8 at d, or mk's bytes when c is a space and mk is not NULL. */
+static inline uint8_t* ctok_put_char(uint8_t* d, uint32_t c, const ctok_marker* mk) {
+    if (mk != NULL && c == 0x20) {
+        memcpy(d, mk->bytes, 8);                            /* within CTOK_MARKER_SLACK */
+        return d + mk->len;
+    }
+    return ctok_put_utf8(d, c);
+}
+
+#if defined(__SSE2__)
+/* The n (<= 8) ASCII bytes of w (little-endian, as x86 is) at d, each byte whose bit is set in `spaces`
+ * as mk's bytes.  The run before each space goes as one 8-byte store of w shifted down, the marker as
+ * another: a few instructions per space, none per byte.  Stores reach 8 bytes past the end. */
+static inline uint8_t* ctok_put_word_marked(uint8_t* d, uint64_t w, int n, unsigned spaces, const ctok_marker* mk) {
+    uint64_t part, marker;
+    int start = 0, k, len = mk->len;
+    memcpy(&marker, mk->bytes, 8);
+    while (spaces != 0) {
+        k = __builtin_ctz(spaces);
+        part = w >> (8 * start);                            /* start <= k < 8: a defined shift */
+        memcpy(d, &part, 8);                                /* within CTOK_MARKER_SLACK past the end */
+        d += k - start;
+        memcpy(d, &marker, 8);                              /* likewise */
+        d += len;
+        start = k + 1;
+        spaces &= spaces - 1;
+    }
+    if (start < n) {
+        part = w >> (8 * start);
+        memcpy(d, &part, 8);
+        d += n - start;
+    }
+    return d;
+}
+
+/* The first k (4, 8 or 16; a constant where inlined) bytes of v, ASCII code points, at d; with a marker,
+ * each space as its bytes.  Returns the new end. */
+static inline uint8_t* ctok_put_ascii_block(uint8_t* d, __m128i v, int k, const ctok_marker* mk) {
+    uint64_t lo, hi;
+    unsigned spaces;
+    int four;
+    if (mk == NULL || (spaces = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(0x20))) & ((1u << k) - 1)) == 0) {
+        if (k == 16) _mm_storeu_si128((__m128i*)d, v);
+        else if (k == 8) _mm_storel_epi64((__m128i*)d, v);
+        else { four = _mm_cvtsi128_si32(v); memcpy(d, &four, 4); }
+        return d + k;
+    }
+    _mm_storel_epi64((__m128i*)&lo, v);
+    d = ctok_put_word_marked(d, lo, k < 8 ? k : 8, spaces & 0xFF, mk);
+    if (k == 16) {
+        _mm_storel_epi64((__m128i*)&hi, _mm_unpackhi_epi64(v, v));
+        d = ctok_put_word_marked(d, hi, 8, spaces >> 8, mk);
+    }
+    return d;
+}
+#endif
+
+/* Each converter writes the UTF-8 of s[0:n], each space as mk's bytes unless mk is NULL, within
+ * ctok_utf8_bound's room, and returns the number of bytes, or -1 at a surrogate. */
+static Py_ssize_t ctok_utf8_from_ucs1(const uint8_t* s, Py_ssize_t n, uint8_t* out, const ctok_marker* mk) {
     uint8_t* d = out;
     Py_ssize_t i = 0, end;
 #if defined(__SSE2__)
     while (i + 16 <= n) {                                   /* reads s[i:i+16], inside s[0:n] */
         __m128i v = _mm_loadu_si128((const __m128i*)(s + i));
         if (_mm_movemask_epi8(v) == 0) {                    /* no byte >= 0x80: 16 ASCII characters */
-            _mm_storeu_si128((__m128i*)d, v);
-            d += 16; i += 16;
+            d = ctok_put_ascii_block(d, v, 16, mk);
+            i += 16;
             continue;
         }
-        for (end = i + 16; i < end; i++) d = ctok_put_utf8(d, s[i]);
+        for (end = i + 16; i < end; i++) d = ctok_put_char(d, s[i], mk);
     }
 #endif
-    for (; i < n; i++) d = ctok_put_utf8(d, s[i]);
+    for (; i < n; i++) d = ctok_put_char(d, s[i], mk);
     return d - out;
 }
 
 #if defined(__SSE2__)
 /* The 8 code points s[0:8] (loaded in v) as UTF-8 at d: packed when all are ASCII.  Returns the new end, or
  * NULL at a surrogate. */
-static inline uint8_t* ctok_ucs2_block8(const uint16_t* s, __m128i v, uint8_t* d) {
+static inline uint8_t* ctok_ucs2_block8(const uint16_t* s, __m128i v, uint8_t* d, const ctok_marker* mk) {
     const __m128i high = _mm_set1_epi16((short)0xFF80), zero = _mm_setzero_si128();
     int k;
-    if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(v, high), zero)) == 0xFFFF) {
-        _mm_storel_epi64((__m128i*)d, _mm_packus_epi16(v, v));       /* 8 ASCII code points, one byte each */
-        return d + 8;
-    }
+    if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(v, high), zero)) == 0xFFFF)
+        return ctok_put_ascii_block(d, _mm_packus_epi16(v, v), 8, mk);   /* 8 ASCII code points, a byte each */
     for (k = 0; k < 8; k++) {
         if (s[k] - 0xD800u < 0x800u) return NULL;
-        d = ctok_put_utf8(d, s[k]);
+        d = ctok_put_char(d, s[k], mk);
     }
     return d;
 }
 #endif
 
-static Py_ssize_t ctok_utf8_from_ucs2(const uint16_t* s, Py_ssize_t n, uint8_t* out) {
+static Py_ssize_t ctok_utf8_from_ucs2(const uint16_t* s, Py_ssize_t n, uint8_t* out, const ctok_marker* mk) {
     uint8_t* d = out;
     Py_ssize_t i = 0;
     uint32_t c;
@@ -86,69 +151,97 @@ static Py_ssize_t ctok_utf8_from_ucs2(const uint16_t* s, Py_ssize_t n, uint8_t* 
     while (i + 16 <= n) {                                   /* reads s[i:i+16], inside s[0:n] */
         __m128i a = _mm_loadu_si128((const __m128i*)(s + i)), b = _mm_loadu_si128((const __m128i*)(s + i + 8));
         if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(_mm_or_si128(a, b), high), zero)) == 0xFFFF) {
-            _mm_storeu_si128((__m128i*)d, _mm_packus_epi16(a, b));   /* 16 ASCII code points, a byte each */
-            d += 16; i += 16;
+            d = ctok_put_ascii_block(d, _mm_packus_epi16(a, b), 16, mk);   /* 16 ASCII code points, a byte each */
+            i += 16;
             continue;
         }
-        if ((d = ctok_ucs2_block8(s + i, a, d)) == NULL) return -1;
+        if ((d = ctok_ucs2_block8(s + i, a, d, mk)) == NULL) return -1;
         i += 8;
     }
     while (i + 8 <= n) {                                    /* reads s[i:i+8], inside s[0:n] */
-        if ((d = ctok_ucs2_block8(s + i, _mm_loadu_si128((const __m128i*)(s + i)), d)) == NULL) return -1;
+        if ((d = ctok_ucs2_block8(s + i, _mm_loadu_si128((const __m128i*)(s + i)), d, mk)) == NULL) return -1;
         i += 8;
     }
 #endif
     for (; i < n; i++) {
         c = s[i];
         if (c - 0xD800u < 0x800u) return -1;
-        d = ctok_put_utf8(d, c);
+        d = ctok_put_char(d, c, mk);
     }
     return d - out;
 }
 
-static Py_ssize_t ctok_utf8_from_ucs4(const uint32_t* s, Py_ssize_t n, uint8_t* out) {
+static Py_ssize_t ctok_utf8_from_ucs4(const uint32_t* s, Py_ssize_t n, uint8_t* out, const ctok_marker* mk) {
     uint8_t* d = out;
     Py_ssize_t i = 0, end;
     uint32_t c;
 #if defined(__SSE2__)
     const __m128i high = _mm_set1_epi32((int)0xFFFFFF80), zero = _mm_setzero_si128();
-    while (i + 4 <= n) {                                    /* reads s[i:i+4], inside s[0:n] */
-        __m128i v = _mm_loadu_si128((const __m128i*)(s + i));
+    /* As for 2-byte strs: 16 code points per step when they are ASCII (English with an emoji somewhere is a
+       4-byte str that is mostly ASCII); a block that is not goes 4 at a time. */
+    while (i + 4 <= n) {
+        if (i + 16 <= n) {                                  /* reads s[i:i+16], inside s[0:n] */
+            __m128i a = _mm_loadu_si128((const __m128i*)(s + i)), b = _mm_loadu_si128((const __m128i*)(s + i + 4));
+            __m128i e = _mm_loadu_si128((const __m128i*)(s + i + 8)), f = _mm_loadu_si128((const __m128i*)(s + i + 12));
+            __m128i any = _mm_or_si128(_mm_or_si128(a, b), _mm_or_si128(e, f));
+            if (_mm_movemask_epi8(_mm_cmpeq_epi32(_mm_and_si128(any, high), zero)) == 0xFFFF) {
+                /* values < 0x80: the packs cannot saturate */
+                d = ctok_put_ascii_block(d, _mm_packus_epi16(_mm_packs_epi32(a, b), _mm_packs_epi32(e, f)), 16, mk);
+                i += 16;
+                continue;
+            }
+        }
+        __m128i v = _mm_loadu_si128((const __m128i*)(s + i));   /* reads s[i:i+4], inside s[0:n] */
         if (_mm_movemask_epi8(_mm_cmpeq_epi32(_mm_and_si128(v, high), zero)) == 0xFFFF) {
             __m128i w = _mm_packs_epi32(v, v);              /* values < 0x80: the packs cannot saturate */
-            int four = _mm_cvtsi128_si32(_mm_packus_epi16(w, w));
-            memcpy(d, &four, 4);
-            d += 4; i += 4;
+            d = ctok_put_ascii_block(d, _mm_packus_epi16(w, w), 4, mk);
+            i += 4;
             continue;
         }
         for (end = i + 4; i < end; i++) {
             c = s[i];
             if (c - 0xD800u < 0x800u) return -1;
-            d = ctok_put_utf8(d, c);
+            d = ctok_put_char(d, c, mk);
         }
     }
 #endif
     for (; i < n; i++) {
         c = s[i];
         if (c - 0xD800u < 0x800u) return -1;
-        d = ctok_put_utf8(d, c);
+        d = ctok_put_char(d, c, mk);
     }
     return d - out;
+}
+
+/* Room ctok_utf8_write needs for text: 2, 3 or 4 bytes per code point of a 1-, 2- or 4-byte kind (or the
+ * marker's length, if longer), the marker's slack, and 1 so that malloc(0) is never asked. */
+static size_t ctok_utf8_bound(PyObject* text, const ctok_marker* mk) {
+    int kind = PyUnicode_KIND(text);
+    size_t per = kind == PyUnicode_1BYTE_KIND ? 2 : kind == PyUnicode_2BYTE_KIND ? 3 : 4;
+    if (mk != NULL && (size_t)mk->len > per) per = (size_t)mk->len;
+    return (size_t)PyUnicode_GET_LENGTH(text) * per + (mk != NULL ? CTOK_MARKER_SLACK : 0) + 1;
+}
+
+/* The UTF-8 of text (an exact, ready str) at out, which has room for ctok_utf8_bound(text, mk) bytes, each
+ * space as mk's bytes unless mk is NULL: returns the number of bytes, or -1 at a surrogate.  Reads the
+ * immutable str only: callable without the GIL while the caller keeps the str alive. */
+static Py_ssize_t ctok_utf8_write(PyObject* text, uint8_t* out, const ctok_marker* mk) {
+    Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+    int kind = PyUnicode_KIND(text);
+    if (kind == PyUnicode_1BYTE_KIND) return ctok_utf8_from_ucs1((const uint8_t*)PyUnicode_DATA(text), len, out, mk);
+    if (kind == PyUnicode_2BYTE_KIND) return ctok_utf8_from_ucs2((const uint16_t*)PyUnicode_DATA(text), len, out, mk);
+    return ctok_utf8_from_ucs4((const uint32_t*)PyUnicode_DATA(text), len, out, mk);
 }
 
 /* The copying half of ctok_utf8_view, for a str that ctok_utf8_view_cheap left to it: callable without the
  * GIL (it reads the immutable str and calls malloc only, so the caller must keep the str alive).  Returns
  * the buffer (the caller frees it) and sets *n, or NULL with *status 1 at a surrogate, 2 when out of memory. */
 static char* ctok_utf8_copy_nogil(PyObject* text, Py_ssize_t* n, int* status) {
-    Py_ssize_t len = PyUnicode_GET_LENGTH(text), got;
-    int kind = PyUnicode_KIND(text);
-    /* 2, 3 or 4 bytes at most per code point of a 1-, 2- or 4-byte kind; + 1 so that malloc(0) is never asked. */
-    uint8_t* buf = (uint8_t*)malloc((size_t)len * (kind == PyUnicode_1BYTE_KIND ? 2 : kind == PyUnicode_2BYTE_KIND ? 3 : 4) + 1);
+    Py_ssize_t got;
+    uint8_t* buf = (uint8_t*)malloc(ctok_utf8_bound(text, NULL));
     *status = 0;
     if (buf == NULL) { *status = 2; return NULL; }
-    if (kind == PyUnicode_1BYTE_KIND) got = ctok_utf8_from_ucs1((const uint8_t*)PyUnicode_DATA(text), len, buf);
-    else if (kind == PyUnicode_2BYTE_KIND) got = ctok_utf8_from_ucs2((const uint16_t*)PyUnicode_DATA(text), len, buf);
-    else got = ctok_utf8_from_ucs4((const uint32_t*)PyUnicode_DATA(text), len, buf);
+    got = ctok_utf8_write(text, buf, NULL);
     if (got < 0) { free(buf); *status = 1; return NULL; }
     *n = got;
     return (char*)buf;

@@ -90,8 +90,9 @@ class Encoding:
         self.set_prefix_cache(None)
 
     def _hf_route(self):
-        """(added tokens, normal forms, added tokens to split at) when this tokenizer.json file's ordinary
-        text can take the compiled route (see _set_hf_shortcuts and HFPipeline.native_route), else None."""
+        """(added tokens, normal forms, added tokens to split at, marked) when this tokenizer.json file's
+        ordinary text can take the compiled route (see _set_hf_shortcuts and HFPipeline.native_route), else
+        None."""
         route = self._hf.native_route() if self._hf is not None else None
         if route is None or len({t[0] for t in route[0]}) > 8:
             return None
@@ -100,19 +101,20 @@ class Encoding:
     def _set_hf_shortcuts(self):
         """tokenizer.json files whose ordinary text needs no Python stage: encode/encode_ordinary of text
         holding no added token (as FirstChars in _encoder tests it) go straight to the compiled encoder
-        (through the prefix cache when it is on)."""
+        (through the prefix cache when it is on; SentencePiece-style files, `marked`, to encode_marked)."""
         route = self._hf_route()
         if route is None or self.long_input_split:
             return
-        tokens, forms, split = route
+        tokens, forms, split, marked = route
         from ._encoder import FastEncode, FastOrdinary
         self._core.surrogates_raise = True
         if split and not self._core.added_split:
             self._core.set_added_split(split)
         names = [b.decode("ascii") for b, _ in split]
+        plain = self._core.encode_marked if marked else self._plain
         self.encode_ordinary = FastOrdinary(self._core, self._encode_ordinary_slow, tokens, forms=forms,
-                                            plain=self._plain, split=names)
-        self.encode = FastEncode(self._core, self._encode_full, tokens, self._plain, forms=forms, split=names)
+                                            plain=plain, split=names)
+        self.encode = FastEncode(self._core, self._encode_full, tokens, plain, forms=forms, split=names)
 
     def _encode_ordinary_slow(self, text):
         return Encoding.encode_ordinary(self, text)
@@ -121,9 +123,16 @@ class Encoding:
         """Reuse the ids of shared prompt prefixes (ctok._prefix), within max_bytes of memory; 0 turns it
         off, None takes CTOK_PREFIX_CACHE_BYTES or the default.  Results never change.  For a tokenizer.json
         file it serves the texts that take the compiled route (no added token's text, nothing for the
-        normalizer to change); a file whose every text needs Python stages has no cache."""
+        normalizer to change); a file whose every text needs Python stages has no cache, nor has a
+        SentencePiece-style file (its compiled route is encode_marked)."""
         native = self._native_plain()
-        if not native and self._hf_route() is None:
+        route = None if native else self._hf_route()
+        if not native and route is None:
+            return
+        if route is not None and route[3]:
+            # The cache's safe cut is proved for the native pretokenizers over the text's own UTF-8, not
+            # for marker words over the text with its spaces replaced: the compiled route goes without it.
+            self._set_hf_shortcuts()
             return
         from ._encoder import FastEncode
         from ._prefix import PrefixCache, DEFAULT_PREFIX_CACHE_BYTES

@@ -1045,6 +1045,7 @@ class HFPipeline:
         self._fast_prefix_space = fast_prefix_space
         self._whole_metaspace = whole_metaspace
         self._marker_words = False
+        self._marker_prepend = None         # the core's encode_marked rule when it serves ordinary text
         self._char_level = char_level
         self._mapped_final = mapped_pieces_final
         raw = [(t.content, i) for i, t in added_r.items() if not t.normalized]
@@ -1224,27 +1225,36 @@ class HFPipeline:
         return out
 
     def native_route(self):
-        """(tokens, forms, split) when text holding none of the strings `tokens` (added tokens' texts, raw and
-        normalized) and left as it is by the Unicode normal forms `forms` (the normalizer, applied in order)
-        is encoded by the compiled encoder alone, exactly, once it splits at the added tokens `split`
-        ((bytes, id) pairs, `core.set_added_split`); None when some stage runs in Python (another normalizer,
-        a Python pre-tokenizer or BPE, a prefix space to add) or an added token is empty.
+        """(tokens, forms, split, marked) when text holding none of the strings `tokens` (added tokens' texts,
+        raw and normalized) and left as it is by the Unicode normal forms `forms` (the normalizer, applied in
+        order) is encoded by the compiled encoder alone, exactly: by `core.encode_str`, once it splits at the
+        added tokens `split` ((bytes, id) pairs, `core.set_added_split`), or when `marked` by
+        `core.encode_marked` (SentencePiece-style files whose normalizer / Metaspace only replaces spaces
+        with the marker and puts one in front, by the rule the core was made with: see _marker_prepend_rule).
+        None when some stage runs in Python (another normalizer, a Python pre-tokenizer or BPE, a prefix
+        space to add) or an added token is empty.
 
         `split` holds the non-special added tokens (GPT-NeoX's runs of spaces, say) when the compiled split
         does what HF does with them: each is ASCII, has no single_word/lstrip/rstrip, is its own normalized
         form, and all are matched the same way (all raw or all normalized; otherwise a raw one could hide
         part of a normalized one).  Special tokens stay in `tokens` (ordinary text holding one goes the
-        Python way, which encodes it as text); when the non-special ones cannot all be split, they stay
-        in `tokens` too and `split` is empty."""
-        if self._fast_kind is None or self._fast_prefix_space or self._encoder is not self.core:
+        Python way, which encodes it as text); when the non-special ones cannot all be split, or the route
+        is `marked` (whose prepend rule looks at sections), they stay in `tokens` too and `split` is empty."""
+        if self._encoder is not self.core:
             return None
-        if any(kind != "unicode" for kind, _ in self._norm_ops):
-            return None
+        marked = self._marker_prepend is not None
+        if not marked:
+            if self._fast_kind is None or self._fast_prefix_space:
+                return None
+            if any(kind != "unicode" for kind, _ in self._norm_ops):
+                return None
         added = self._added_r.items()
         contents = [t.content for _, t in added]
         contents += [self._normalized_cache.get(i, t.content) for i, t in added]
         if any(not c for c in contents):
             return None
+        if marked:
+            return set(contents), (), [], True
         forms = tuple(arg for _, arg in self._norm_ops)
         plain = [(i, t) for i, t in added if t.content not in self._special_set]
         if plain and len({t.normalized for _, t in plain}) == 1 and all(
@@ -1253,8 +1263,8 @@ class HFPipeline:
             split_ids = {i for i, _ in plain}
             tokens = {t.content for i, t in added if i not in split_ids}
             tokens |= {self._normalized_cache.get(i, t.content) for i, t in added if i not in split_ids}
-            return tokens, forms, [(t.content.encode("ascii"), i) for i, t in plain]
-        return set(contents), forms, []
+            return tokens, forms, [(t.content.encode("ascii"), i) for i, t in plain], False
+        return set(contents), forms, [], False
 
     def encode_without_added_tokens(self, text: str) -> List[int]:
         """Normalizer, pre-tokenizer and model only: no added token is matched, special or not (what
@@ -1642,6 +1652,35 @@ class _PyBPE:
         return [t for t, ok in zip(syms, alive) if ok]
 
 
+def _marker_prepend_rule(norm_ops, whole_metaspace, added):
+    """CoreEncoder.encode_marked's rule (MARKER_PREPEND_*) for a file whose text the marker-words encoder
+    takes (no pre-tokenizer, or Metaspace without split), when all the normalizer and Metaspace do to text
+    holding no added token is to write each space as the marker and put one marker in front by that rule;
+    else None (the file keeps the Python route)."""
+    from ctok._encoder import MARKER_PREPEND_NEVER, MARKER_PREPEND_NONEMPTY, MARKER_PREPEND_UNMARKED
+    if whole_metaspace is not None:
+        if norm_ops:
+            return None
+        # "first" prepends to the text's first section only; text holding no added token is one section,
+        # starting at offset 0.
+        return MARKER_PREPEND_NEVER if whole_metaspace[1] == "never" else MARKER_PREPEND_UNMARKED
+    # Llama 2 / Mistral 7B v0.1: Prepend("▁") and Replace(" " -> "▁"), in either order, make "▁" + the
+    # text with its spaces replaced, for any non-empty text (Prepend skips the empty one).
+    marker = "\u2581"
+    if sorted(kind for kind, _ in norm_ops) != ["prepend", "replace"]:
+        return None
+    for kind, arg in norm_ops:
+        if kind == "prepend" and arg != marker:
+            return None
+        if kind == "replace" and (arg[0].literal != " " or arg[1] != marker):
+            return None
+    # A token matched in the normalized text (normalized=true) may hold a marker that was a space: the scan
+    # of the raw text for added tokens would not see it.
+    if any(t.normalized for t in added):
+        return None
+    return MARKER_PREPEND_NONEMPTY
+
+
 def _default_core_factory():
     from ctok._encoder import CoreEncoder
     return CoreEncoder
@@ -1794,12 +1833,17 @@ def load_tokenizer_json(path, config=None, *, core_factory=None):
         if 1 <= len(mb) <= 8 and marker in vocab and marker_split_is_safe(token_bytes, mb):
             marker_words = mb
             fast_kind_native = MARKER_WORDS
+    marker_prepend = None
+    if marker_words is not None:
+        marker_prepend = _marker_prepend_rule(norm_ops, whole_metaspace, added_r.values())
     factory = core_factory or _default_core_factory()
     core_kwargs = dict(pretok_kind=fast_kind or 0, char_level=not byte_level,
                        byte_fallback=model["byte_fallback"], unk_id=model["unk_id"], fuse_unk=model["fuse_unk"],
                        ignore_merges=model["ignore_merges"])
     if marker_words is not None:
         core_kwargs.update(pretok_kind=fast_kind_native, marker=marker_words)
+        if marker_prepend is not None:
+            core_kwargs.update(marker_prepend=marker_prepend)
     extra_bytes = {i: t.content.encode("utf-8") for i, t in added_r.items()
                    if i >= size or token_bytes[i] is None}
     try:
@@ -1814,6 +1858,7 @@ def load_tokenizer_json(path, config=None, *, core_factory=None):
         whole_metaspace=whole_metaspace, char_level=not byte_level, mapped_pieces_final=mapped_final,
         py_bpe=py_bpe)
     pipeline._marker_words = marker_words is not None
+    pipeline._marker_prepend = marker_prepend
     if marker_words is not None:
         pipeline.pretokenizer = "hf+marker-words"
 

@@ -25,7 +25,9 @@ FILES = {
     "deepseek-v3/tokenizer.json": True,
     "gpt2/tokenizer.json": True,
     "gpt-neox-20b/tokenizer.json": True,       # NFC: text NFC leaves as it is
-    "mistral-7b-v0.1/tokenizer.json": False,   # Prepend/Replace normalizer: Python stages
+    "mistral-7b-v0.1/tokenizer.json": True,    # Prepend/Replace normalizer: encode_marked
+    "mistral-7b-v0.3/tokenizer.json": True,    # Metaspace "first": encode_marked
+    "llama2/tokenizer.json": True,
 }
 
 
@@ -109,11 +111,14 @@ def test_a_first_character_alone_does_not_leave_the_shortcut():
     assert calls == []
     for text in ["<|im_end|>", "a</s>b", "<</s>", "xx<｜User｜>", "<|" * 100 + "<|im_end|>"]:
         assert fast(text) == ["slow"], text
-    # More tokens tried at prefix occurrences than the budget (64, plus one per 64 characters): the slow route
-    # decides.  A long text with as many occurrences per character as code has stays native.
-    assert fast("</b>" * 100) == ["slow"]
+    assert fast("</b>" * 60) == enc._core.encode_str("</b>" * 60)
+    # past PREFIX_CHECKS checked prefixes (64, and one per 256 characters) the slow route decides
+    assert fast("</b>" * 70) == ["slow"]
+    assert fast("</b>" * 1000) == ["slow"]
+    assert fast("x" * 256 * 40 + "</b>" * 100) == enc._core.encode_str("x" * 256 * 40 + "</b>" * 100)
+    # A long text with as many such prefixes per character as code has stays native.
     calls.clear()
-    code = ("if a</b:\n    x = y <d\n" + "z = 1\n" * 40) * 300          # 600 prefix occurrences, 84K characters
+    code = ("if a</b:\n    x = y <d\n" + "z = 1\n" * 40) * 300          # 300 "</", 84K characters
     assert fast(code) == enc._core.encode_str(code)
     assert calls == []
     one = FastOrdinary(enc._core, slow, {"<", "<|x|>"})
@@ -162,7 +167,7 @@ def test_code_holding_token_prefixes_stays_native():
     from ctok._encoder import FastOrdinary
 
     enc = ctok.load(str(vocab_path("deepseek-v3", "tokenizer.json")))
-    tokens, forms, _ = enc._hf_route()
+    tokens, forms, _, _ = enc._hf_route()
     text = corpus_text("code_python.txt", 2_000_000)
     assert sum(text.count(p) for p in ("</", "<t", "<d")) > 64
     calls = []
@@ -178,7 +183,7 @@ def test_neox_space_tokens_take_the_split_route():
 
     path = vocab_path("gpt-neox-20b", "tokenizer.json")
     enc = ctok.load(str(path))
-    tokens, forms, split = enc._hf_route()
+    tokens, forms, split, _ = enc._hf_route()
     assert len(split) == 23 and all(set(b) == {32} for b, _ in split)
     names = [b.decode() for b, _ in split]
     text = corpus_text("code_python.txt", 200_000)

@@ -1,0 +1,297 @@
+"""SentencePiece-style tokenizer.json files (Mistral 7B v0.1 and Llama 2: normalizer Prepend("▁") + Replace(" " ->
+"▁"), no pre-tokenizer; Mistral 7B v0.3: Metaspace("▁", prepend_scheme "first", split false)) encode text holding no
+added token through the compiled route, CoreEncoder.encode_marked: the str's UTF-8 with each space written as the
+marker and the marker put in front by the file's rule.  Whatever route a text takes, the ids must be HF tokenizers'
+(`encode_special_tokens=True` for encode_ordinary; BOS with add_special_tokens=True), lone surrogates still raise,
+the prefix cache stays off, and files with any other step keep the Python route.  The route tests make the Python
+pipeline raise, so they cannot pass through it."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from _shared import adversarial_strings, assert_same_ids, corpus_texts, vocab_path
+
+ctok = pytest.importorskip("ctok")
+tokenizers = pytest.importorskip("tokenizers")
+from ctok.errors import InvalidTextError  # noqa: E402
+
+FILES = ["mistral-7b-v0.1/tokenizer.json", "mistral-7b-v0.1/tokenizer.metaspace.json", "mistral-7b-v0.3/tokenizer.json",
+         "llama2/tokenizer.json"]
+SEED = 20261204
+
+# one character of each str storage kind and UTF-8 length, and what SentencePiece files treat specially
+PARTS = [" ", "  ", "\u2581", "\t", "\n", "\r\n", "hello", "world", "x", "42", "\u00e9", "\u00a0", "\u0416", "\u4e2d",
+         "\u3000", "\U0001F600", "\U0001F468\u200d\U0001F469", "<", ">", "s", "/", "[", "]", "INST", "unk", "_",
+         "\u2581\u2581", " \u2581"]
+
+
+def _edge_texts():
+    out = ["", " ", "  ", "   ", " hi", "  hi", "hi ", "hi  ", "a  b   c", "\t", "\n", "\nhi", "\n hi", " \n",
+           "\u2581", "\u2581hi", "\u2581 hi", " \u2581hi", "\u2581\u2581", "hi\u2581", "caf\u00e9 cr\u00e8me",
+           "\u041f\u0440\u0438\u0432\u0435\u0442 \u043c\u0438\u0440", "\u65e5\u672c\u8a9e \u30c6\u30ad\u30b9\u30c8",
+           " \U0001F600 ok \U0001F600", "\u00a0x", "\u3000x", "<s", "s>", "< s>", "<s >", "</ s>", "<un k>",
+           "[INST", "INST]", "[ INST]", "[/INST", "[control_", "[control_8", "a<b", "x < y and y > z", "[1, 2]"]
+    # around SHORT_TEXT (2048): the stack buffer / heap buffer and GIL-held / released paths, in every str kind
+    for n in (2047, 2048, 2049):
+        out.append(("hello world " * 200)[:n])
+        out.append((" " + "ab cd " * 400)[:n])
+        out.append(" " * n)
+        out.append(("\u2581" * n))
+        out.append(("caf\u00e9 " * 600)[:n])
+        out.append(("\u0416\u0416 " * 700)[:n])
+        out.append(("x \U0001F600" * 700)[:n])
+        out.append("\U0001F600" + ("a b" * 700)[:n - 1])
+    return out
+
+
+def _random_texts(rnd, count=300):
+    return ["".join(rnd.choice(PARTS) for _ in range(rnd.randint(0, 30))) for _ in range(count)]
+
+
+def _all_texts():
+    texts = _edge_texts() + _random_texts(random.Random(SEED))
+    texts += [t for _, t in adversarial_strings() if len(t) < 5000]
+    texts += [t for _, t in corpus_texts()]
+    return texts
+
+
+def _valid(text):
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+@pytest.fixture(scope="module", params=FILES)
+def pair(request):
+    path = str(vocab_path(*request.param.split("/")))
+    ref = tokenizers.Tokenizer.from_file(path)
+    return request.param, ctok.load(path), ref
+
+
+def _ref_ids(ref, text, *, special_as_text=True, add_special_tokens=False):
+    ref.encode_special_tokens = special_as_text
+    try:
+        return ref.encode(text, add_special_tokens=add_special_tokens).ids
+    finally:
+        ref.encode_special_tokens = False
+
+
+class _PythonRouteUsed(AssertionError):
+    pass
+
+
+def _forbid_python_route(enc, monkeypatch):
+    """Make the HF pipeline's Python stages raise: only the compiled route can still answer."""
+    def boom(*a, **k):
+        raise _PythonRouteUsed("the Python pipeline ran")
+    for name in ("_segments", "_encode_segment", "encode"):
+        monkeypatch.setattr(enc._hf, name, boom)
+
+
+def _holds_added(enc, text):
+    return any(tok in text for tok in enc._hf.added_tokens)
+
+
+def test_the_compiled_route_is_installed(pair):
+    name, enc, _ = pair
+    assert type(enc.__dict__.get("encode_ordinary")).__name__ == "FastOrdinary"
+    assert type(enc.__dict__.get("encode")).__name__ == "FastEncode"
+    metaspace = "mistral-7b-v0.3" in name or "metaspace" in name
+    rule = ctok._encoder.MARKER_PREPEND_UNMARKED if metaspace else ctok._encoder.MARKER_PREPEND_NONEMPTY
+    assert enc._core.marker_prepend == rule
+    assert enc.prefix_cache_stats() is None
+
+
+def test_ordinary_text_takes_the_compiled_route_and_matches_hf(pair, monkeypatch):
+    name, enc, ref = pair
+    texts = [t for t in _edge_texts() + _random_texts(random.Random(SEED + 1), 200) + [t for _, t in corpus_texts()]
+             if _valid(t) and not _holds_added(enc, t)]
+    want = [_ref_ids(ref, t) for t in texts]
+    _forbid_python_route(enc, monkeypatch)
+    for text, ids in zip(texts, want):
+        assert_same_ids(enc.encode_ordinary(text), ids, text, label=f"{name} encode_ordinary")
+        assert_same_ids(enc.encode(text), ids, text, label=f"{name} encode")
+        assert_same_ids(enc._core.encode_marked(text), ids, text, label=f"{name} encode_marked")
+
+
+def test_every_text_matches_hf_whatever_its_route(pair):
+    name, enc, ref = pair
+    for text in _all_texts():
+        if not _valid(text):
+            continue
+        want = _ref_ids(ref, text)
+        assert_same_ids(enc.encode_ordinary(text), want, text, label=f"{name} encode_ordinary")
+        try:
+            got = enc.encode(text)
+        except ctok.DisallowedSpecialError:
+            assert any(s in text for s in enc.special_tokens)
+        else:
+            assert_same_ids(got, want, text, label=f"{name} encode")
+        assert_same_ids(enc.encode(text, allowed_special="all"), _ref_ids(ref, text, special_as_text=False), text,
+                        label=f"{name} encode(allowed_special='all')")
+
+
+def test_added_tokens_and_bos_keep_their_meaning(pair):
+    name, enc, ref = pair
+    texts = ["<s>", "</s>", "<unk>", "a<s>b", " <s> hi", "<s> hi", "x</s>", "hi", " hi", "", "  "]
+    if name.startswith("mistral-7b-v0.3"):
+        texts += ["[INST]", "x [INST] y", "[INST] hi [/INST]", " [INST]", "[control_8]", "a[control_768]b"]
+    for text in texts:
+        for bos in (False, True):
+            assert_same_ids(enc.encode(text, allowed_special="all", add_special_tokens=bos),
+                            _ref_ids(ref, text, special_as_text=False, add_special_tokens=bos), text,
+                            label=f"{name} add_special_tokens={bos}")
+        if not _holds_added(enc, text):
+            assert_same_ids(enc.encode(text, add_special_tokens=True),
+                            _ref_ids(ref, text, add_special_tokens=True), text, label=f"{name} BOS")
+        else:
+            with pytest.raises(ctok.DisallowedSpecialError):
+                enc.encode(text)
+
+
+@pytest.mark.parametrize("sur", ["\ud800", "\udfff", "\ud83d\ude00"])
+@pytest.mark.parametrize("where", [0, 5, -1])
+@pytest.mark.parametrize("length", [10, 2047, 2049, 5000])
+@pytest.mark.parametrize("wide", ["", "\u00e9", "\u4e2d", "\U0001F600"])
+def test_lone_surrogates_raise_as_before(pair, sur, where, length, wide):
+    name, enc, ref = pair
+    base = list((wide + "ab c " * length)[:length])
+    base[where] = sur
+    text = "".join(base)
+    with pytest.raises(InvalidTextError):
+        enc.encode_ordinary(text)
+    with pytest.raises(InvalidTextError):
+        enc.encode(text)
+    with pytest.raises(UnicodeEncodeError):
+        enc._core.encode_marked(text)
+    with pytest.raises(TypeError):
+        ref.encode(text)
+
+
+def test_the_prefix_cache_stays_off(pair, monkeypatch):
+    name, enc, ref = pair
+    other = ctok.load(str(vocab_path(*name.split("/"))))
+    other.set_prefix_cache(1 << 20)
+    assert other.prefix_cache_stats() is None
+    system = "You are a helpful assistant. " * 40
+    texts = [system + q for q in ("What is 2+2?", " leading", "  two", "\u2581marked", "")]
+    want = [_ref_ids(ref, t) for t in texts]
+    _forbid_python_route(other, monkeypatch)
+    for _ in range(2):
+        for text, ids in zip(texts, want):
+            assert_same_ids(other.encode_ordinary(text), ids, text, label=f"{name} with set_prefix_cache")
+    assert other.prefix_cache_stats() is None
+
+
+def test_str_subclasses_and_non_str_like_the_slow_route(pair):
+    name, enc, _ = pair
+
+    class S(str):
+        def __str__(self):
+            return "something else"
+
+    assert enc.encode_ordinary(S(" hello world")) == enc.encode_ordinary(" hello world")
+    assert enc._core.encode_marked(S(" hello world")) == enc.encode_ordinary(" hello world")
+    for bad in (b"bytes", 3, None):
+        with pytest.raises(TypeError):
+            enc.encode_ordinary(bad)
+        with pytest.raises(TypeError):
+            enc.encode(bad)
+
+
+# ---- variants of the shared files: other Metaspace schemes take the route, other steps keep the Python route ----
+
+def _variant(tmp_path, base, edit):
+    d = json.loads(vocab_path(base, "tokenizer.json").read_text(encoding="utf-8"))
+    edit(d)
+    p = tmp_path / f"{base}-variant" / "tokenizer.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(d, ensure_ascii=False), encoding="utf-8")
+    return str(p)
+
+
+def _scheme(scheme):
+    def edit(d):
+        d["pre_tokenizer"]["prepend_scheme"] = scheme
+    return edit
+
+
+def _check_against_hf(path, *, routed, monkeypatch=None):
+    enc = ctok.load(path)
+    ref = tokenizers.Tokenizer.from_file(path)
+    assert (type(enc.__dict__.get("encode_ordinary")).__name__ == "FastOrdinary") == routed, path
+    texts = [t for t in _edge_texts() + _random_texts(random.Random(SEED + 2), 150) if _valid(t)]
+    for text in texts:
+        want = _ref_ids(ref, text)
+        assert_same_ids(enc.encode_ordinary(text), want, text, label=path)
+        assert_same_ids(enc.encode(text, allowed_special="all"), _ref_ids(ref, text, special_as_text=False), text,
+                        label=path)
+    return enc
+
+
+@pytest.mark.parametrize("scheme", ["always", "never", "first"])
+def test_metaspace_schemes_take_the_route(tmp_path, scheme):
+    path = _variant(tmp_path, "mistral-7b-v0.3", _scheme(scheme))
+    enc = _check_against_hf(path, routed=True)
+    expected = {"never": ctok._encoder.MARKER_PREPEND_NEVER}.get(scheme, ctok._encoder.MARKER_PREPEND_UNMARKED)
+    assert enc._core.marker_prepend == expected
+
+
+def _nfkc_first(d):
+    d["normalizer"]["normalizers"].insert(0, {"type": "NFKC"})
+
+
+def _metaspace_split(d):
+    d["pre_tokenizer"]["split"] = True
+
+
+def _other_prepend(d):
+    d["normalizer"]["normalizers"][0]["prepend"] = "\u2581\u2581"
+
+
+def _replace_tab(d):
+    d["normalizer"]["normalizers"][1]["pattern"] = {"String": "\t"}
+
+
+def _unsafe_marker(d):
+    # a token holding a character directly followed by the marker: a merge may join across a marker run's start
+    vocab = d["model"]["vocab"]
+    vocab["a\u2581"] = max(vocab.values()) + 1
+    for t in d["added_tokens"]:
+        t["id"] += 1 if t["id"] >= vocab["a\u2581"] else 0
+
+
+def _normalized_added(d):
+    d["added_tokens"].append({"id": max(d["model"]["vocab"].values()) + 1, "content": "hi there", "single_word": False,
+                              "lstrip": False, "rstrip": False, "normalized": True, "special": False})
+
+
+@pytest.mark.parametrize("base,edit", [("mistral-7b-v0.1", _nfkc_first), ("mistral-7b-v0.3", _metaspace_split),
+                                       ("llama2", _other_prepend), ("llama2", _replace_tab),
+                                       ("mistral-7b-v0.1", _normalized_added), ("mistral-7b-v0.1", _unsafe_marker)])
+def test_other_steps_keep_the_python_route(tmp_path, base, edit):
+    path = _variant(tmp_path, base, edit)
+    enc = _check_against_hf(path, routed=False)
+    assert enc._hf._marker_prepend is None
+
+
+def test_encode_marked_needs_a_rule():
+    from ctok._encoder import CoreEncoder, MARKER_PREPEND_NONEMPTY, MARKER_WORDS
+
+    toks = [bytes([b]) for b in range(256)] + ["\u2581".encode()]
+    core = CoreEncoder(toks, [], pretok_kind=MARKER_WORDS, marker="\u2581".encode(), char_level=True)
+    with pytest.raises(ValueError):
+        core.encode_marked("a b")
+    with pytest.raises(ValueError):
+        CoreEncoder(toks, [], marker_prepend=MARKER_PREPEND_NONEMPTY)
+    with pytest.raises(ValueError):
+        CoreEncoder(toks, [], pretok_kind=MARKER_WORDS, marker=b"\xe2\x96\x81", marker_prepend=7)
+    marked = CoreEncoder(toks, [], pretok_kind=MARKER_WORDS, marker="\u2581".encode(), char_level=True,
+                         marker_prepend=MARKER_PREPEND_NONEMPTY)
+    assert marked.encode_marked("") == []
+    assert marked.encode_marked("a b") == marked.encode_ordinary("\u2581a\u2581b".encode())
