@@ -282,9 +282,14 @@ cdef Py_ssize_t symbolize_chars(const Tables* vocab, BpeScratch* sc, const uint8
     # merge using T ranks above R; so merging the characters first changes the order of no two merges
     # that interact (rank files, whose ranks are monotone, admit every such character).  Pieces with no
     # multi-byte character return -1 (the byte path has the byte-pair table).
-    cdef Py_ssize_t i = 0, m = 0, plen = 0, ln
+    # A seam where some token may join part of a character to its neighbour (seam_ok false) leaves the
+    # two characters beside it as bytes, the symbols the reference starts from; the proof above is about
+    # one character and its two seams, so every other character still starts whole.  (A piece of CJK in
+    # cl100k or Llama 3 has such a seam more often than not: one of them sent the whole piece to bytes.)
+    cdef Py_ssize_t i = 0, m = 0, plen = 0, ln, k
+    cdef Py_ssize_t prev_m = 0                          # m before the previous character's symbols
     cdef uint32_t cp, b0, tid, prev = 0
-    cdef bint multi = False
+    cdef bint multi = False, prev_bytes = False
     while i < n:
         b0 = s[i]
         if b0 < 0x80:
@@ -307,8 +312,27 @@ cdef Py_ssize_t symbolize_chars(const Tables* vocab, BpeScratch* sc, const uint8
             return -1
         if m > 0 and ((prev & CP_SUFFIX_RISK) or (tid & CP_PREFIX_RISK)) and \
                 not seam_ok(vocab.seam_bits, s, n, i, plen, ln):
-            return -1
+            if not prev_bytes:
+                m = prev_m                                  # the previous character again, as bytes
+                for k in range(i - plen, i):
+                    if vocab.byte_id[s[k]] == NO_ID:
+                        return -1
+                    ids[m] = vocab.byte_id[s[k]]            # m <= k < n
+                    m += 1
+            prev_m = m
+            for k in range(i, i + ln):                      # i + ln <= n: the character was decoded whole
+                if vocab.byte_id[s[k]] == NO_ID:
+                    return -1
+                ids[m] = vocab.byte_id[s[k]]                # m <= k < n
+                m += 1
+            prev = tid
+            prev_bytes = True
+            plen = ln
+            i += ln
+            continue
         prev = tid
+        prev_bytes = False
+        prev_m = m
         tid &= CP_ID_MASK
         if tid == CP_SEVERAL:
             m = lone_char_bpe(vocab, sc, s + i, ln, ids, m)  # adds at most ln <= n - i ids

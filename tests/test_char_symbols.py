@@ -53,14 +53,28 @@ def test_pieces_equal_tiktoken(family):
     assert vocab.char_table_stats() is not None, "rank files have monotone ranks: the tables must be on"
     ref = reference_encoding(family).enc
     rnd = random.Random(SEED)
-    taken = 0
+    taken = demoted = 0
     for piece in _pieces(rnd, 4000):
         want = ref._encode_single_piece(piece)
         got = enc._core.encode_piece(piece)
         assert got == want, piece
-        taken += _chars_for_test(vocab, piece) is not None
-    # Both paths must have run: a test where the shortcut never applies proves nothing about it.
-    assert 200 < taken < 3900
+        first = _chars_for_test(vocab, piece)
+        if first is not None:
+            taken += 1
+            demoted += first != _chars_alone(vocab, piece)
+    # Every path must have run: whole characters throughout, characters beside a risky seam left as bytes,
+    # and the byte path (a test where a shortcut never applies proves nothing about it).
+    assert taken < 4000 and demoted > 100 and taken - demoted > 100, (taken, demoted)
+
+
+def _chars_alone(vocab, piece):
+    # The first symbols each character of `piece` gets on its own, concatenated: what symbolize_chars gives
+    # when no seam leaves a character as bytes.
+    out = []
+    for ch in piece.decode("utf-8"):
+        b = ch.encode("utf-8")
+        out += [vocab.token_id(b)] if len(b) == 1 else _chars_for_test(vocab, b)
+    return out
 
 
 @pytest.mark.parametrize("family", ["o200k_base", "cl100k_base"])
