@@ -6,6 +6,7 @@ encoder (FastOrdinary / FastEncode).  Whatever route a text takes, the ids must 
 non-str inputs behave as on the slow route."""
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -246,3 +247,82 @@ def test_added_token_split_matches_hf(tmp_path, case):
                             split=names)
         fast("ab abc x y")
         assert calls == []
+
+
+# ------------------------------------------------------------------------------------------ Unicode normal forms
+# Files with a normalizer take the compiled route only for text the C quick check (ctok/_nf_check.h) or, where it
+# doubts, unicodedata2 proves normalized.  The ids must be HF's wherever the text goes: normalized or not, near
+# the 16-character steps of the check, with doubtful characters alone, in runs and far apart.
+NF_PIECES = [
+    "e\u0301", "cafe\u0301 na\u0308ive", "a\u0323\u0301", "a\u0301\u0323", "x\u0301", "\u212a", "\u212b", "\u2126",
+    "K\u212aK", "5 \u212a", "\u1100\u1161\u11a8", "\u1100\u1161", "\uac00\u11a8", "\u1100\u1100\u1161\u1161",
+    "\u1161", "\u11a8", "\uac00\u11a8\u11a8", "\u0344", "\u0f73", "\u0958", "\u2adc", "\u2adc\u0338", "\u2add\u0338",
+    "\ufb01", "\ufb01le", "\u00bd", "\uff21\uff42", "\u2460", "\u3099", "\u304b\u3099", "\u30d5\u309a",
+    "\u0928\u093c", "\u0915\u093c", "\u09c7\u09be", "\u0b92\u0bd7", "\u0bd7", "\U00016d63\U00016d68",
+    "\U00016d63\U00016d67", "\U0001611e\U0001611e", "\U000113c2\U000113c2", "\u0627\u064e\u0651",
+    "\u0627\u0651\u064e", "\u05d1\u05bc\u05b0", "\u05d1\u05b0\u05bc", "\u1e9b\u0323", "\u00c5\u0301", "\u0340\u0341",
+    "\u0345\u0301", "\U0001d15e", "\uf900", "\U0002f800", "\U0001f468\u200d\U0001f469\u200d\U0001f467",
+    "\u00e9\u00e8", "\ud55c\uad6d\uc5b4", "\u65e5\u672c\u8a9e",
+]
+
+
+def _nf_texts(rnd):
+    out = list(NF_PIECES)
+    out += ["word " * 40 + p + " more" * 40 for p in NF_PIECES]              # inside 16-character steps
+    out += ["\u65e5\u672c" * 30 + p + "\u8a9e" * 30 for p in NF_PIECES]     # ... of non-ASCII text
+    filler = ["hello ", "\u65e5\u672c\u8a9e", "\u043f\u0440\u0438 ", "\n", " ", "\U0001f600", "x"]
+    for _ in range(150):
+        parts = []
+        for _ in range(rnd.randint(1, 8)):
+            parts.append("".join(rnd.choice(filler) for _ in range(rnd.choice([0, 2, 20, 70, 200]))))
+            parts.append(rnd.choice(NF_PIECES))
+        out.append("".join(parts))
+    out.append("x\u0301 " * 3000)                                            # doubted throughout, normalized
+    out.append("x\u0301 " * 3000 + "e\u0301")
+    return out
+
+
+def _check_like_hf(enc, ref, texts, label):
+    for text in texts:
+        want = ref.encode(text, add_special_tokens=False).ids
+        assert_same_ids(enc.encode_ordinary(text), want, text, label=f"{label} encode_ordinary")
+        assert_same_ids(enc.encode(text), want, text, label=f"{label} encode")
+
+
+@pytest.mark.parametrize("rel", ["qwen3/tokenizer.json", "gpt-neox-20b/tokenizer.json"])
+def test_nfc_files_agree_with_hf_on_every_corpus_file(rel):
+    # Whole files: the Python docs hold one KELVIN SIGN (not normalized: the slow route), the others are NFC.
+    path = vocab_path(*rel.split("/"))
+    enc = ctok.load(str(path))
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ref.encode_special_tokens = True
+    assert type(enc.__dict__.get("encode_ordinary")).__name__ == "FastOrdinary"
+    for name in corpus_names():
+        text = corpus_text(name, 10**9)
+        want = ref.encode(text, add_special_tokens=False).ids
+        assert_same_ids(enc.encode_ordinary(text), want, text, label=f"{rel} {name}")
+
+
+@pytest.mark.parametrize("rel", ["qwen3/tokenizer.json", "gpt-neox-20b/tokenizer.json"])
+def test_nfc_files_agree_with_hf_on_normalization_cases(rel):
+    path = vocab_path(*rel.split("/"))
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ref.encode_special_tokens = True
+    _check_like_hf(ctok.load(str(path)), ref, _nf_texts(random.Random(SEED_ROUTE)), rel)
+
+
+@pytest.mark.parametrize("normalizer", [{"type": "NFKC"}, {"type": "NFD"}, {"type": "NFKD"},
+                                        {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "NFKC"}]}],
+                         ids=["NFKC", "NFD", "NFKD", "NFD+NFKC"])
+def test_other_normal_forms_agree_with_hf(tmp_path, normalizer):
+    # Qwen 3's file with another normalizer: NFKC changes U+FB01 (fi) that NFC leaves, NFD splits what NFC keeps.
+    data = json.loads(vocab_path("qwen3", "tokenizer.json").read_text(encoding="utf-8"))
+    data["normalizer"] = normalizer
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    enc = ctok.load(str(path))
+    assert type(enc.__dict__.get("encode_ordinary")).__name__ == "FastOrdinary"
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ref.encode_special_tokens = True
+    texts = _nf_texts(random.Random(SEED_ROUTE + 1)) + [corpus_text(n, 20_000) for n in corpus_names()]
+    _check_like_hf(enc, ref, texts, normalizer["type"])
