@@ -1396,6 +1396,7 @@ cdef enum:
     ROUTE_SLOW = 0          # the Python implementation
     ROUTE_PLAIN = 1         # the compiled encoder (through the prefix cache when on)
     ROUTE_SPLIT = 2         # the compiled encoder after the split at added tokens
+    ROUTE_NORMALIZE = 3     # no added token, but the normal forms change the text: see normalized_plain
 
 
 cdef int route_of(str text, const Route* r, dict all_prefix, dict rest_prefix, tuple forms,
@@ -1403,7 +1404,7 @@ cdef int route_of(str text, const Route* r, dict all_prefix, dict rest_prefix, t
     # Text holding no added token goes plain; text holding only tokens the core splits at goes split;
     # both only when the normal forms leave the text as it is (nf = nf_mask(forms)).
     if r.all.n >= 0 and holds_none(text, &r.all, all_prefix):
-        return ROUTE_PLAIN if unchanged_by(text, forms, nf) else ROUTE_SLOW
+        return ROUTE_PLAIN if unchanged_by(text, forms, nf) else ROUTE_NORMALIZE
     if r.has_split and r.rest.n >= 0 and holds_none(text, &r.rest, rest_prefix):
         return ROUTE_SPLIT if unchanged_by(text, forms, nf) else ROUTE_SLOW
     return ROUTE_SLOW
@@ -1436,6 +1437,19 @@ def _nf_props_table():
     return bytes(out)
 
 
+cdef object normalized_plain(str text, object normalize, object plain, const Route* r, dict all_prefix):
+    # Text holding no added token that the normal forms change: HF matches no added token in it (none is
+    # there raw), normalizes it whole (one segment), matches the normalized tokens in that, then
+    # pre-tokenizes: so when the normalized text holds none either, its ids are plain(normalized).  None:
+    # the caller takes the slow route.
+    if normalize is None:
+        return None
+    normalized = normalize(text)
+    if type(normalized) is not str or not holds_none(<str>normalized, &r.all, all_prefix):
+        return None
+    return plain(normalized)
+
+
 cdef class FastEncode:
     """`Encoding.encode` for files whose ordinary text goes straight to the compiled encoder.
 
@@ -1452,8 +1466,10 @@ cdef class FastEncode:
     cdef dict rest_prefix
     cdef tuple forms                # Unicode normal forms HF applies first: only text they leave as is goes
     cdef unsigned nf_mask           # nf_mask(forms)
+    cdef object normalize           # text -> its normal forms, as HF computes them (None: slow route)
 
-    def __init__(self, CoreEncoder core, slow, special_names, plain=None, *, tuple forms=(), split=()):
+    def __init__(self, CoreEncoder core, slow, special_names, plain=None, *, tuple forms=(), split=(),
+                 normalize=None):
         names = [name for name in special_names if name]
         self.all_prefix = first_chars_set(&self.route.all, names + [t for t in split if t])
         self.rest_prefix = first_chars_set(&self.route.rest, names)
@@ -1464,6 +1480,7 @@ cdef class FastEncode:
         self.slow = slow
         self.plain = core.encode_str if plain is None else plain    # e.g. a PrefixCache.bind(core)
         self.split_plain = core.encode_str_split if split else None
+        self.normalize = normalize
 
     def __call__(self, text, *, allowed_special=_NO_SPECIALS, disallowed_special="all",
                  add_special_tokens=False):
@@ -1477,6 +1494,10 @@ cdef class FastEncode:
                     return self.plain(text)
                 if way == ROUTE_SPLIT:
                     return self.split_plain(text)
+                if way == ROUTE_NORMALIZE:
+                    ids = normalized_plain(<str>text, self.normalize, self.plain, &self.route, self.all_prefix)
+                    if ids is not None:
+                        return ids
             except UnicodeEncodeError:
                 pass                    # a lone surrogate where the file refuses them: `slow` says so
         return self.slow(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
@@ -1498,7 +1519,9 @@ cdef class FastOrdinary:
     cdef tuple forms                # Unicode normal forms HF applies first: only text they leave as is goes
     cdef unsigned nf_mask           # nf_mask(forms)
 
-    def __init__(self, CoreEncoder core, slow, tokens, *, tuple forms=(), plain=None, split=()):
+    cdef object normalize           # text -> its normal forms, as HF computes them (None: slow route)
+
+    def __init__(self, CoreEncoder core, slow, tokens, *, tuple forms=(), plain=None, split=(), normalize=None):
         names = [t for t in tokens if t]
         self.all_prefix = first_chars_set(&self.route.all, names + [t for t in split if t])
         self.rest_prefix = first_chars_set(&self.route.rest, names)
@@ -1510,6 +1533,7 @@ cdef class FastOrdinary:
         self.plain = core.encode_str if plain is None else plain    # e.g. a PrefixCache.bind(core)
         self.split_plain = core.encode_str_split if split else None
         self.slow = slow
+        self.normalize = normalize
 
     def __call__(self, text):
         cdef int way
@@ -1520,6 +1544,10 @@ cdef class FastOrdinary:
                     return self.plain(text)
                 if way == ROUTE_SPLIT:
                     return self.split_plain(text)
+                if way == ROUTE_NORMALIZE:
+                    ids = normalized_plain(<str>text, self.normalize, self.plain, &self.route, self.all_prefix)
+                    if ids is not None:
+                        return ids
             except UnicodeEncodeError:
                 pass
         return self.slow(text)

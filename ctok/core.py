@@ -112,9 +112,15 @@ class Encoding:
             self._core.set_added_split(split)
         names = [b.decode("ascii") for b, _ in split]
         plain = self._core.encode_marked if marked else self._plain
+        normalize = None
+        if forms:
+            from functools import partial
+            from .hf import normalize_forms
+            normalize = partial(normalize_forms, forms)
         self.encode_ordinary = FastOrdinary(self._core, self._encode_ordinary_slow, tokens, forms=forms,
-                                            plain=plain, split=names)
-        self.encode = FastEncode(self._core, self._encode_full, tokens, plain, forms=forms, split=names)
+                                            plain=plain, split=names, normalize=normalize)
+        self.encode = FastEncode(self._core, self._encode_full, tokens, plain, forms=forms, split=names,
+                                 normalize=normalize)
 
     def _encode_ordinary_slow(self, text):
         return Encoding.encode_ordinary(self, text)

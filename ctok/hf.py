@@ -162,6 +162,13 @@ _NORMALIZE_PART = 16384
 _TWO_ASCII = re.compile("[\x00-\x7f]{2}")
 
 
+def normalize_forms(forms, s: str) -> str:
+    """HF's Unicode normalizers `forms` (applied in order) on s, with HF's Unicode data (see _normalize_part)."""
+    for form in forms:
+        s = _unicode_normalize(form, s)
+    return s
+
+
 def _unicode_normalize(form: str, s: str) -> str:
     """`form` normalization as HF computes it, in parts of about _NORMALIZE_PART characters."""
     if s.isascii():

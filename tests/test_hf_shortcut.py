@@ -326,3 +326,51 @@ def test_other_normal_forms_agree_with_hf(tmp_path, normalizer):
     ref.encode_special_tokens = True
     texts = _nf_texts(random.Random(SEED_ROUTE + 1)) + [corpus_text(n, 20_000) for n in corpus_names()]
     _check_like_hf(enc, ref, texts, normalizer["type"])
+
+
+def test_text_the_normalizer_changes_goes_native_once_normalized():
+    # Text holding no added token that NFC changes (the Python docs' KELVIN SIGN, combining accents, Hangul
+    # jamo) is normalized as HF normalizes it and then encoded by the compiled encoder, when the normalized
+    # text holds no added token either.
+    from functools import partial
+
+    from ctok._encoder import FastOrdinary
+    from ctok.hf import normalize_forms
+
+    path = vocab_path("qwen3", "tokenizer.json")
+    enc = ctok.load(str(path))
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ref.encode_special_tokens = True
+    tokens, forms, split, _ = enc._hf_route()
+    assert forms == ("NFC",)
+    calls = []
+    fast = FastOrdinary(enc._core, lambda t: calls.append(t) or ["slow"], tokens, forms=forms,
+                        split=[b.decode() for b, _ in split], normalize=partial(normalize_forms, forms))
+    docs = corpus_text("en_python_docs.rst.txt", 2_000_000)
+    texts = [docs, "\u212a", "cafe\u0301 na\u0308ive", "\u1100\u1161\u11a8 x", "a\u0323\u0301" * 50,
+             "\u212b" + "x" * 3000, "\u0344 \u0958 \uf900"]
+    for text in texts:
+        assert fast(text) == enc._core.encode_str(normalize_forms(forms, text)), text[:40]
+        assert_same_ids(enc.encode_ordinary(text), ref.encode(text, add_special_tokens=False).ids, text[:40],
+                        label="qwen3 normalized")
+    assert calls == []
+
+
+def test_normalization_that_makes_a_token_leaves_the_compiled_route(tmp_path):
+    # NFKC turns U+FB01 into "fi"; with "fi" a normalized added token, the normalized text holds it, so the
+    # text must go the Python way, which matches it as HF does.
+    from test_hf import BL, BL_DEC, _trained_model, _write
+
+    added = [{"content": "<|end|>", "special": True}, {"content": "fi", "special": False, "normalized": True,
+                                                        "lstrip": True}]
+    path = _write(tmp_path, "nfkc-token", _trained_model("byte"), normalizer={"type": "NFKC"},
+                  pre_tokenizer=BL, decoder=BL_DEC, added_tokens=added)
+    enc = ctok.load(str(path))
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ref.encode_special_tokens = True
+    assert enc._hf_route() is not None
+    for text in ["\ufb01ne", "a \ufb01", "\ufb01", "x\u00bd\ufb02", "\uff21\uff22 \ufb01 \u2460", "plain"]:
+        assert_same_ids(enc.encode_ordinary(text), ref.encode(text, add_special_tokens=False).ids, text,
+                        label="nfkc token")
+        assert_same_ids(enc.encode(text), ref.encode(text, add_special_tokens=False).ids, text,
+                        label="nfkc token encode")
