@@ -1450,106 +1450,90 @@ cdef object normalized_plain(str text, object normalize, object plain, const Rou
     return plain(normalized)
 
 
-cdef class FastEncode:
+cdef class CompiledRoute:
+    """What FastEncode and FastOrdinary share: which texts the compiled encoder may take (route_of) and how.
+    `names`: the added tokens' texts that send a text elsewhere; `split`: those the core splits at itself."""
+    cdef object plain               # bound once (a method looked up per call costs more)
+    cdef object split_plain
+    cdef object normalize           # text -> its normal forms, as HF computes them (None: slow route)
+    cdef Route route
+    cdef dict all_prefix
+    cdef dict rest_prefix
+    cdef tuple forms                # Unicode normal forms HF applies first: only text they leave as is goes
+    cdef unsigned nf_mask           # nf_mask(forms)
+
+    cdef int set_route(self, CoreEncoder core, names, plain, tuple forms, split, normalize) except -1:
+        names = [name for name in names if name]
+        self.all_prefix = first_chars_set(&self.route.all, names + [t for t in split if t])
+        self.rest_prefix = first_chars_set(&self.route.rest, names)
+        self.route.has_split = bool(split)
+        self.forms = forms
+        self.nf_mask = nf_mask(forms)
+        self.plain = core.encode_str if plain is None else plain    # e.g. a PrefixCache.bind(core)
+        self.split_plain = core.encode_str_split if split else None
+        self.normalize = normalize
+        return 0
+
+    cdef object compiled(self, str text):
+        # The ids by the compiled encoder, or None when the text must take the slow route.
+        cdef int way = route_of(text, &self.route, self.all_prefix, self.rest_prefix, self.forms, self.nf_mask)
+        try:
+            if way == ROUTE_PLAIN:
+                return self.plain(text)
+            if way == ROUTE_SPLIT:
+                return self.split_plain(text)
+            if way == ROUTE_NORMALIZE:
+                return normalized_plain(text, self.normalize, self.plain, &self.route, self.all_prefix)
+        except UnicodeEncodeError:
+            pass                        # a lone surrogate where the file refuses them: the slow route says so
+        return None
+
+
+cdef class FastEncode(CompiledRoute):
     """`Encoding.encode` for files whose ordinary text goes straight to the compiled encoder.
 
     The common call, encode(text) with the default special-token policy, only has to prove that the
     text holds no special token's text; when it holds none of the characters special tokens start with,
     it is encoded at once.  Text whose only added tokens are those the core splits at (`split`) is
     encoded by the core with that split.  Every other call goes to the full Python implementation (`slow`)."""
-    cdef CoreEncoder core
     cdef object slow
-    cdef object plain
-    cdef object split_plain
-    cdef Route route
-    cdef dict all_prefix
-    cdef dict rest_prefix
-    cdef tuple forms                # Unicode normal forms HF applies first: only text they leave as is goes
-    cdef unsigned nf_mask           # nf_mask(forms)
-    cdef object normalize           # text -> its normal forms, as HF computes them (None: slow route)
 
     def __init__(self, CoreEncoder core, slow, special_names, plain=None, *, tuple forms=(), split=(),
                  normalize=None):
-        names = [name for name in special_names if name]
-        self.all_prefix = first_chars_set(&self.route.all, names + [t for t in split if t])
-        self.rest_prefix = first_chars_set(&self.route.rest, names)
-        self.route.has_split = bool(split)
-        self.forms = forms
-        self.nf_mask = nf_mask(forms)
-        self.core = core
+        self.set_route(core, special_names, plain, forms, split, normalize)
         self.slow = slow
-        self.plain = core.encode_str if plain is None else plain    # e.g. a PrefixCache.bind(core)
-        self.split_plain = core.encode_str_split if split else None
-        self.normalize = normalize
 
     def __call__(self, text, *, allowed_special=_NO_SPECIALS, disallowed_special="all",
                  add_special_tokens=False):
-        cdef int way
         if (type(text) is str and not add_special_tokens
                 and (allowed_special is _NO_SPECIALS or not allowed_special)
                 and (disallowed_special is "all" or disallowed_special == "all")):
-            way = route_of(<str>text, &self.route, self.all_prefix, self.rest_prefix, self.forms, self.nf_mask)
-            try:
-                if way == ROUTE_PLAIN:
-                    return self.plain(text)
-                if way == ROUTE_SPLIT:
-                    return self.split_plain(text)
-                if way == ROUTE_NORMALIZE:
-                    ids = normalized_plain(<str>text, self.normalize, self.plain, &self.route, self.all_prefix)
-                    if ids is not None:
-                        return ids
-            except UnicodeEncodeError:
-                pass                    # a lone surrogate where the file refuses them: `slow` says so
+            ids = self.compiled(<str>text)
+            if ids is not None:
+                return ids
         return self.slow(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
                          add_special_tokens=add_special_tokens)
 
 
-cdef class FastOrdinary:
+cdef class FastOrdinary(CompiledRoute):
     """`Encoding.encode_ordinary` for tokenizer.json files whose pipeline, on text holding no added
     token, is exactly the compiled encoder (no normalizer, a native pretokenizer): text that holds none of
     the added tokens' texts by the test of FirstChars goes straight to `plain` (`core.encode_str`, or the
     same through a prefix cache), text whose only added tokens are those in `split` to
     `core.encode_str_split`; all else to `slow`."""
-    cdef object plain               # bound once (a method looked up per call costs more)
-    cdef object split_plain
     cdef object slow
-    cdef Route route
-    cdef dict all_prefix
-    cdef dict rest_prefix
-    cdef tuple forms                # Unicode normal forms HF applies first: only text they leave as is goes
-    cdef unsigned nf_mask           # nf_mask(forms)
-
-    cdef object normalize           # text -> its normal forms, as HF computes them (None: slow route)
 
     def __init__(self, CoreEncoder core, slow, tokens, *, tuple forms=(), plain=None, split=(), normalize=None):
-        names = [t for t in tokens if t]
-        self.all_prefix = first_chars_set(&self.route.all, names + [t for t in split if t])
-        self.rest_prefix = first_chars_set(&self.route.rest, names)
+        self.set_route(core, tokens, plain, forms, split, normalize)
         if self.route.rest.n < 0:
             raise ValueError("FastOrdinary: at most 8 first characters")
-        self.route.has_split = bool(split)
-        self.forms = forms
-        self.nf_mask = nf_mask(forms)
-        self.plain = core.encode_str if plain is None else plain    # e.g. a PrefixCache.bind(core)
-        self.split_plain = core.encode_str_split if split else None
         self.slow = slow
-        self.normalize = normalize
 
     def __call__(self, text):
-        cdef int way
         if type(text) is str:
-            way = route_of(<str>text, &self.route, self.all_prefix, self.rest_prefix, self.forms, self.nf_mask)
-            try:
-                if way == ROUTE_PLAIN:
-                    return self.plain(text)
-                if way == ROUTE_SPLIT:
-                    return self.split_plain(text)
-                if way == ROUTE_NORMALIZE:
-                    ids = normalized_plain(<str>text, self.normalize, self.plain, &self.route, self.all_prefix)
-                    if ids is not None:
-                        return ids
-            except UnicodeEncodeError:
-                pass
+            ids = self.compiled(<str>text)
+            if ids is not None:
+                return ids
         return self.slow(text)
 
 
