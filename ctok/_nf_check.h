@@ -76,117 +76,86 @@ CTOK_NF_BLOCK16_FN(ctok_nf_block16_ucs1, uint8_t)
 CTOK_NF_BLOCK16_FN(ctok_nf_block16_ucs2, uint16_t)
 CTOK_NF_BLOCK16_FN(ctok_nf_block16_ucs4, uint32_t)
 
+/* s[0:16] all ASCII (code points < 0x80), per string kind; 0 where SSE2 is missing (the scan then goes on to
+ * the other tests). */
+static inline int ctok_nf_ascii16_ucs1(const uint8_t* s) {
+#if defined(__SSE2__)
+    return _mm_movemask_epi8(_mm_loadu_si128((const __m128i*)s)) == 0;
+#else
+    (void)s;
+    return 0;
+#endif
+}
+
+static inline int ctok_nf_ascii16_ucs2(const uint16_t* s) {
+#if defined(__SSE2__)
+    const __m128i high = _mm_set1_epi16((short)0xFF80), zero = _mm_setzero_si128();
+    __m128i a = _mm_loadu_si128((const __m128i*)s), b = _mm_loadu_si128((const __m128i*)(s + 8));
+    return _mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(_mm_or_si128(a, b), high), zero)) == 0xFFFF;
+#else
+    (void)s;
+    return 0;
+#endif
+}
+
+static inline int ctok_nf_ascii16_ucs4(const uint32_t* s) {
+#if defined(__SSE2__)
+    const __m128i high = _mm_set1_epi32((int)0xFFFFFF80), zero = _mm_setzero_si128();
+    __m128i v = _mm_or_si128(_mm_or_si128(_mm_loadu_si128((const __m128i*)s), _mm_loadu_si128((const __m128i*)(s + 4))),
+                             _mm_or_si128(_mm_loadu_si128((const __m128i*)(s + 8)),
+                                          _mm_loadu_si128((const __m128i*)(s + 12))));
+    return _mm_movemask_epi8(_mm_cmpeq_epi32(_mm_and_si128(v, high), zero)) == 0xFFFF;
+#else
+    (void)s;
+    return 0;
+#endif
+}
+
+/* ctok_nf_bmp_nonboundary of a code point of each kind: every bit set beyond the BMP (the byte table covers
+ * the BMP only; such a block then takes the slower tests). */
+static inline unsigned ctok_nf_nonboundary_ucs1(uint8_t c) { return ctok_nf_bmp_nonboundary[c]; }
+static inline unsigned ctok_nf_nonboundary_ucs2(uint16_t c) { return ctok_nf_bmp_nonboundary[c]; }
+static inline unsigned ctok_nf_nonboundary_ucs4(uint32_t c) {
+    return c <= 0xFFFF ? ctok_nf_bmp_nonboundary[c] : 0xFu;              /* read only for c <= 0xFFFF */
+}
+
 /* Each scanner: 16 code points per step when they are all ASCII; else 16 per step when all are BMP boundary
  * characters for every form of mask (CJK, Cyrillic, Hangul syllables under NFC: 3 instructions a character
  * against 20 through ctok_nf_ok), the OR of their ctok_nf_bmp_nonboundary bytes taken without a branch per
- * character; else one at a time.  A block of boundary characters leaves the last combining class at 0.
- * forms = mask >> 8, the forms' bits in ctok_nf_bmp_nonboundary. */
-static Py_ssize_t ctok_nf_scan_ucs1(const uint8_t* s, Py_ssize_t i, Py_ssize_t n, unsigned mask) {
-    unsigned last = 0;
-    Py_ssize_t k, end;
-    unsigned any, forms = mask >> 8;
-    while (i + 16 <= n) {                                   /* reads s[i:i+16], inside s[0:n] */
-#if defined(__SSE2__)
-        if (_mm_movemask_epi8(_mm_loadu_si128((const __m128i*)(s + i))) == 0) {
-            last = 0;
-            i += 16;
-            continue;
-        }
-#endif
-        for (any = 0, k = 0; k < 16; k++)
-            any |= ctok_nf_bmp_nonboundary[s[i + k]];      /* s[i + k] < 256: inside the 0x10000 entries */
-        if ((any & forms) == 0) {
-            last = 0;
-            i += 16;
-            continue;
-        }
-        if (ctok_nf_block16_ucs1(s + i, mask, &last)) {   /* reads s[i:i+16] */
-            i += 16;
-            continue;
-        }
-        for (end = i + 16; i < end; i++)                    /* end <= n */
-            if (!ctok_nf_ok(s[i], mask, &last)) return i;
+ * character; else the block check, else one at a time.  A block of boundary characters leaves the last
+ * combining class at 0.  forms = mask >> 8, the forms' bits in ctok_nf_bmp_nonboundary.  Returns the index of
+ * the first code point from i that the check doubts, or n. */
+#define CTOK_NF_SCAN_FN(name, type, ascii16, nonboundary, block16)                                \
+    static Py_ssize_t name(const type* s, Py_ssize_t i, Py_ssize_t n, unsigned mask) {           \
+        unsigned last = 0, any, forms = mask >> 8;                                               \
+        Py_ssize_t k, end;                                                                       \
+        while (i + 16 <= n) {                           /* reads s[i:i+16], inside s[0:n] */     \
+            if (ascii16(s + i)) {                                                                \
+                last = 0;                                                                        \
+                i += 16;                                                                         \
+                continue;                                                                        \
+            }                                                                                    \
+            for (any = 0, k = 0; k < 16; k++)                                                    \
+                any |= nonboundary(s[i + k]);                                                    \
+            if ((any & forms) == 0) {                                                            \
+                last = 0;                                                                        \
+                i += 16;                                                                         \
+                continue;                                                                        \
+            }                                                                                    \
+            if (block16(s + i, mask, &last)) {          /* reads s[i:i+16] */                    \
+                i += 16;                                                                         \
+                continue;                                                                        \
+            }                                                                                    \
+            for (end = i + 16; i < end; i++)            /* end <= n */                           \
+                if (!ctok_nf_ok(s[i], mask, &last)) return i;                                    \
+        }                                                                                        \
+        for (; i < n; i++)                                                                       \
+            if (!ctok_nf_ok(s[i], mask, &last)) return i;                                        \
+        return n;                                                                                \
     }
-    for (; i < n; i++)
-        if (!ctok_nf_ok(s[i], mask, &last)) return i;
-    return n;
-}
-
-static Py_ssize_t ctok_nf_scan_ucs2(const uint16_t* s, Py_ssize_t i, Py_ssize_t n, unsigned mask) {
-    unsigned last = 0;
-    Py_ssize_t k, end;
-    unsigned any, forms = mask >> 8;
-#if defined(__SSE2__)
-    const __m128i high = _mm_set1_epi16((short)0xFF80), zero = _mm_setzero_si128();
-#endif
-    while (i + 16 <= n) {                                   /* reads s[i:i+16], inside s[0:n] */
-#if defined(__SSE2__)
-        __m128i a = _mm_loadu_si128((const __m128i*)(s + i)), b = _mm_loadu_si128((const __m128i*)(s + i + 8));
-        if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(_mm_or_si128(a, b), high), zero)) == 0xFFFF) {
-            last = 0;
-            i += 16;
-            continue;
-        }
-#endif
-        for (any = 0, k = 0; k < 16; k++)
-            any |= ctok_nf_bmp_nonboundary[s[i + k]];      /* s[i + k] <= 0xFFFF: inside the table */
-        if ((any & forms) == 0) {
-            last = 0;
-            i += 16;
-            continue;
-        }
-        if (ctok_nf_block16_ucs2(s + i, mask, &last)) {   /* reads s[i:i+16] */
-            i += 16;
-            continue;
-        }
-        for (end = i + 16; i < end; i++)                    /* end <= n */
-            if (!ctok_nf_ok(s[i], mask, &last)) return i;
-    }
-    for (; i < n; i++)
-        if (!ctok_nf_ok(s[i], mask, &last)) return i;
-    return n;
-}
-
-static Py_ssize_t ctok_nf_scan_ucs4(const uint32_t* s, Py_ssize_t i, Py_ssize_t n, unsigned mask) {
-    unsigned last = 0;
-    Py_ssize_t k, end;
-    unsigned any, forms = mask >> 8;
-    uint32_t c;
-#if defined(__SSE2__)
-    const __m128i high = _mm_set1_epi32((int)0xFFFFFF80), zero = _mm_setzero_si128();
-#endif
-    while (i + 16 <= n) {                                   /* reads s[i:i+16], inside s[0:n] */
-#if defined(__SSE2__)
-        __m128i v = _mm_or_si128(_mm_or_si128(_mm_loadu_si128((const __m128i*)(s + i)),
-                                              _mm_loadu_si128((const __m128i*)(s + i + 4))),
-                                 _mm_or_si128(_mm_loadu_si128((const __m128i*)(s + i + 8)),
-                                              _mm_loadu_si128((const __m128i*)(s + i + 12))));
-        if (_mm_movemask_epi8(_mm_cmpeq_epi32(_mm_and_si128(v, high), zero)) == 0xFFFF) {
-            last = 0;
-            i += 16;
-            continue;
-        }
-#endif
-        for (any = 0, k = 0; k < 16; k++) {
-            c = s[i + k];
-            any |= c <= 0xFFFF ? ctok_nf_bmp_nonboundary[c] : 0xFu;     /* read only for c <= 0xFFFF */
-        }
-        if ((any & forms) == 0) {
-            last = 0;
-            i += 16;
-            continue;
-        }
-        if (ctok_nf_block16_ucs4(s + i, mask, &last)) {   /* reads s[i:i+16] */
-            i += 16;
-            continue;
-        }
-        for (end = i + 16; i < end; i++)                    /* end <= n */
-            if (!ctok_nf_ok(s[i], mask, &last)) return i;
-    }
-    for (; i < n; i++)
-        if (!ctok_nf_ok(s[i], mask, &last)) return i;
-    return n;
-}
+CTOK_NF_SCAN_FN(ctok_nf_scan_ucs1, uint8_t, ctok_nf_ascii16_ucs1, ctok_nf_nonboundary_ucs1, ctok_nf_block16_ucs1)
+CTOK_NF_SCAN_FN(ctok_nf_scan_ucs2, uint16_t, ctok_nf_ascii16_ucs2, ctok_nf_nonboundary_ucs2, ctok_nf_block16_ucs2)
+CTOK_NF_SCAN_FN(ctok_nf_scan_ucs4, uint32_t, ctok_nf_ascii16_ucs4, ctok_nf_nonboundary_ucs4, ctok_nf_block16_ucs4)
 
 /* text: an exact, ready str; 0 <= i <= len(text). */
 static Py_ssize_t ctok_nf_scan(PyObject* text, Py_ssize_t i, unsigned mask) {
