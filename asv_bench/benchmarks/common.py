@@ -46,6 +46,10 @@ FAMILIES = {
     "qwen3": ("hf", "qwen3/tokenizer.json"),
     "deepseek-v3": ("hf", "deepseek-v3/tokenizer.json"),
     "mistral-7b-v0.1": ("hf", "mistral-7b-v0.1/tokenizer.json"),
+    # Two more tokenizer.json layouts with compiled routes of their own: added tokens split natively (runs of
+    # spaces) and Metaspace with prepend_scheme "first".
+    "gpt-neox-20b": ("hf", "gpt-neox-20b/tokenizer.json"),
+    "mistral-7b-v0.3": ("hf", "mistral-7b-v0.3/tokenizer.json"),
 }
 FAMILY_NAMES = list(FAMILIES)
 TIKTOKEN_FAMILIES = [f for f, (k, _) in FAMILIES.items() if k != "hf"]
