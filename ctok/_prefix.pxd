@@ -33,8 +33,9 @@ cdef class PrefixCache:
     cdef readonly Py_ssize_t max_bytes
     cdef readonly Py_ssize_t min_bytes
     cdef PyThread_type_lock _plock
-    cdef object _served         # the last encoder checked by byte_exact, and the answer
-    cdef bint _served_ok
+    cdef object _served         # the last encoder checked by byte_exact, and the answers: for any bytes, for
+    cdef bint _served_ok        # valid UTF-8 (str input)
+    cdef bint _served_text_ok
     cdef object _lru            # OrderedDict slot -> _Entry, least recently used first
     cdef list _free_slots
     cdef Py_ssize_t _next_slot
@@ -52,5 +53,5 @@ cdef class PrefixCache:
     cdef int32_t _table_find(self, uint64_t h) noexcept
     cdef void _remove(self, _Entry e) except *
     cdef inline void _acquire(self) noexcept
-    cdef list _encode(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n)
+    cdef list _encode(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n, bint is_text)
     cdef list _ids_list(self, CoreEncoder core, _Entry old, Py_ssize_t n_p, const uint32_t* tail, Py_ssize_t tail_n)

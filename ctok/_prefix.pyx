@@ -279,15 +279,16 @@ cdef Py_ssize_t find_cut(const EncoderState* st, const uint8_t* a, Py_ssize_t an
         j -= 1
 
 
-cdef bint byte_exact(CoreEncoder core):
+cdef bint byte_exact(CoreEncoder core, bint text_only):
     """True when the ids of any text spell its bytes exactly (every byte is a token, byte-level symbols),
-    which lets a cut's id count be found from token lengths."""
+    which lets a cut's id count be found from token lengths.  text_only: for valid UTF-8 only, which never
+    holds the bytes C0, C1 and F5-FF (GPT-NeoX's vocabulary, for one, has no token for them)."""
     cdef const Tables* t = core.state.tables
     cdef int b
     if core.state.opt.char_level:
         return False
     for b in range(256):
-        if t.byte_id[b] == NO_ID:
+        if t.byte_id[b] == NO_ID and not (text_only and (b == 0xC0 or b == 0xC1 or b >= 0xF5)):
             return False
     return True
 
@@ -456,7 +457,7 @@ cdef class PrefixCache:
 
     def encode(self, CoreEncoder core not None, bytes data not None):
         """core.encode_ordinary(data), reusing the ids of the longest safely cut cached prefix."""
-        return self._encode(core, data, <const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+        return self._encode(core, data, <const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), False)
 
     def encode_str(self, CoreEncoder core not None, text):
         """core.encode_str(text) through the cache (a long text's UTF-8 made by ctok, as the encoder makes it)."""
@@ -470,15 +471,16 @@ cdef class PrefixCache:
             return core.encode_str(text)
         if n < self.min_bytes:
             return _direct(core, <const uint8_t*>s, n)
-        return self._encode(core, holder, <const uint8_t*>s, n)
+        return self._encode(core, holder, <const uint8_t*>s, n, True)
 
     def bind(self, CoreEncoder core not None):
         """A callable text -> ids: `core.encode_str` through this cache (a drop-in for it; a bound method,
         which Python calls about as cheaply as core.encode_str itself)."""
         return _BoundEncode(self, core).encode_str
 
-    cdef list _encode(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n):
-        # data: the bytes, str or _Utf8Copy whose UTF-8 form is s[0:n]; a kept entry holds it (and so the buffer)
+    cdef list _encode(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n, bint is_text):
+        # data: the bytes, str or _Utf8Copy whose UTF-8 form is s[0:n]; a kept entry holds it (and so the buffer).
+        # is_text: s[0:n] is valid UTF-8 (a str's); bytes input may hold any byte.
         cdef Py_ssize_t n_blocks = n // PREFIX_BLOCK, k, level = 0, q = 0, m, p = 0, n_p = 0, j, size
         cdef const EncoderState* st = &core.state
         cdef int kind = core.pretok_kind
@@ -495,9 +497,11 @@ cdef class PrefixCache:
         cdef Py_ssize_t base
         cdef uint64_t small_hashes[64]
         if core is not self._served:
-            self._served_ok = byte_exact(core) and PRETOK_WHOLE < kind < PRETOK_N_KINDS
+            self._served_ok = byte_exact(core, False) and PRETOK_WHOLE < kind < PRETOK_N_KINDS
+            self._served_text_ok = byte_exact(core, True) and PRETOK_WHOLE < kind < PRETOK_N_KINDS
             self._served = core
-        if self.max_bytes == 0 or n_blocks == 0 or n < self.min_bytes or n >= 0xFFFFFFF0 or not self._served_ok:
+        if (self.max_bytes == 0 or n_blocks == 0 or n < self.min_bytes or n >= 0xFFFFFFF0
+                or not (self._served_text_ok if is_text else self._served_ok)):
             self.passthrough += 1
             return _plain(core, data)
         if n_blocks <= 64:
@@ -783,7 +787,7 @@ cdef class _BoundEncode:
             return self.core.encode_str(text)
         if n < self.cache.min_bytes:              # no lookup: encode at once, as core.encode_str would
             return _direct(self.core, <const uint8_t*>s, n)
-        return self.cache._encode(self.core, holder, <const uint8_t*>s, n)
+        return self.cache._encode(self.core, holder, <const uint8_t*>s, n, True)
 
 
 cdef list _direct(CoreEncoder core, const uint8_t* s, Py_ssize_t n):

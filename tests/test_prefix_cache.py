@@ -286,10 +286,10 @@ def test_str_entry_points_and_bind(o200k):
         enc(b"bytes")
 
 
-# (GPT-NeoX also takes the compiled route, but some bytes are no token of its vocabulary: the cache, which
-# counts ids by their bytes, passes its texts through.)
+# GPT-NeoX has no token for the bytes C0, C1 and F5-FF, which valid UTF-8 never holds: the cache serves its
+# str input (and passes bytes input through; see test_vocabulary_without_every_byte_serves_text_only).
 HF_ROUTE_FILES = ["gpt2/tokenizer.json", "llama3-hf/tokenizer.json", "qwen3/tokenizer.json",
-                  "deepseek-v3/tokenizer.json"]
+                  "deepseek-v3/tokenizer.json", "gpt-neox-20b/tokenizer.json"]
 
 
 @pytest.mark.parametrize("rel", HF_ROUTE_FILES)
@@ -317,3 +317,22 @@ def test_tokenizer_json_files_use_the_cache_exactly(rel):
     enc.set_prefix_cache(0)
     assert enc.prefix_cache_stats() is None
     assert enc.encode_ordinary(system + tails[0]) == ref.encode(system + tails[0], add_special_tokens=False).ids
+
+
+def test_vocabulary_without_every_byte_serves_text_only():
+    # A byte-level vocabulary with no token for bytes that valid UTF-8 never holds (GPT-NeoX): str input
+    # shares prefixes; bytes input, which may hold those bytes, passes through; both give the core's ids.
+    from _shared import vocab_path, corpus_text
+    enc = ctok.load(str(vocab_path("gpt-neox-20b", "tokenizer.json")))
+    core = enc._core
+    system = corpus_text("en_dracula.txt", 6000)
+    cache = PrefixCache(1 << 24)
+    for k in range(6):
+        text = system + f" question {k}?"
+        assert cache.encode_str(core, text) == core.encode_str(text)
+    assert cache.stats()["hits"] > 0
+    before = cache.stats()["passthrough"]
+    data = system.encode() + b" \xc0\xff tail"
+    for _ in range(3):
+        assert cache.encode(core, data) == core.encode_ordinary(data)
+    assert cache.stats()["passthrough"] == before + 3
