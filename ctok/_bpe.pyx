@@ -312,19 +312,16 @@ cdef Py_ssize_t symbolize_chars(const Tables* vocab, BpeScratch* sc, const uint8
             return -1
         if m > 0 and ((prev & CP_SUFFIX_RISK) or (tid & CP_PREFIX_RISK)) and \
                 not seam_ok(vocab.seam_bits, s, n, i, plen, ln):
+            k = i
             if not prev_bytes:
                 m = prev_m                                  # the previous character again, as bytes
-                for k in range(i - plen, i):
-                    if vocab.byte_id[s[k]] == NO_ID:
-                        return -1
-                    ids[m] = vocab.byte_id[s[k]]            # m <= k < n
-                    m += 1
-            prev_m = m
-            for k in range(i, i + ln):                      # i + ln <= n: the character was decoded whole
+                k = i - plen
+            while k < i + ln:                               # i + ln <= n: the character was decoded whole
                 if vocab.byte_id[s[k]] == NO_ID:
                     return -1
                 ids[m] = vocab.byte_id[s[k]]                # m <= k < n
                 m += 1
+                k += 1
             prev = tid
             prev_bytes = True
             plen = ln

@@ -493,12 +493,13 @@ cdef class PrefixCache:
         cdef IdVec out, ck, view
         cdef BpeScratch sc
         cdef BpeScratch* scp
-        cdef bint keep
+        cdef bint keep, kind_ok
         cdef Py_ssize_t base
         cdef uint64_t small_hashes[64]
         if core is not self._served:
-            self._served_ok = byte_exact(core, False) and PRETOK_WHOLE < kind < PRETOK_N_KINDS
-            self._served_text_ok = byte_exact(core, True) and PRETOK_WHOLE < kind < PRETOK_N_KINDS
+            kind_ok = PRETOK_WHOLE < kind < PRETOK_N_KINDS
+            self._served_ok = kind_ok and byte_exact(core, False)
+            self._served_text_ok = kind_ok and byte_exact(core, True)
             self._served = core
         if (self.max_bytes == 0 or n_blocks == 0 or n < self.min_bytes or n >= 0xFFFFFFF0
                 or not (self._served_text_ok if is_text else self._served_ok)):

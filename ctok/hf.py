@@ -1256,22 +1256,24 @@ class HFPipeline:
             if any(kind != "unicode" for kind, _ in self._norm_ops):
                 return None
         added = self._added_r.items()
-        contents = [t.content for _, t in added]
-        contents += [self._normalized_cache.get(i, t.content) for i, t in added]
+        norm = self._normalized_cache
+
+        def texts(pairs):                       # each token's text, raw and normalized
+            return {t.content for _, t in pairs} | {norm.get(i, t.content) for i, t in pairs}
+
+        contents = texts(added)
         if any(not c for c in contents):
             return None
         if marked:
-            return set(contents), (), [], True
+            return contents, (), [], True
         forms = tuple(arg for _, arg in self._norm_ops)
         plain = [(i, t) for i, t in added if t.content not in self._special_set]
         if plain and len({t.normalized for _, t in plain}) == 1 and all(
                 t.content.isascii() and not (t.single_word or t.lstrip or t.rstrip)
-                and self._normalized_cache.get(i, t.content) == t.content for i, t in plain):
-            split_ids = {i for i, _ in plain}
-            tokens = {t.content for i, t in added if i not in split_ids}
-            tokens |= {self._normalized_cache.get(i, t.content) for i, t in added if i not in split_ids}
-            return tokens, forms, [(t.content.encode("ascii"), i) for i, t in plain], False
-        return set(contents), forms, [], False
+                and norm.get(i, t.content) == t.content for i, t in plain):
+            return (texts([(i, t) for i, t in added if t.content in self._special_set]), forms,
+                    [(t.content.encode("ascii"), i) for i, t in plain], False)
+        return contents, forms, [], False
 
     def encode_without_added_tokens(self, text: str) -> List[int]:
         """Normalizer, pre-tokenizer and model only: no added token is matched, special or not (what
