@@ -142,18 +142,23 @@ cdef inline uint64_t mix64(uint64_t h) noexcept nogil:
 
 
 cdef inline uint64_t hash_bytes(const uint8_t* s, Py_ssize_t n, uint64_t head) noexcept nogil:
-    cdef uint64_t h = head ^ (<uint64_t>n * 0x9E3779B97F4A7C15ULL)
+    # Most pieces are at most 8 bytes (head holds them whole): one multiply for those.  The xor-shift before
+    # it brings the high bytes down to where they reach the product's high half, and the fold after it brings
+    # that well-mixed half into the low bits, which index the tables (slot_mask, the piece cache's sets).
+    # Withdrawn for this: mix64 twice per piece (about 17 instructions against 9 on an 8-byte piece).
+    cdef uint64_t h = (head ^ (head >> 28) ^ <uint64_t>n) * 0x9E3779B97F4A7C15ULL
     cdef uint64_t w
     cdef Py_ssize_t i = 8
-    while i + 8 <= n:
-        memcpy(&w, s + i, 8)              # i + 8 <= n
-        h = (h ^ mix64(w)) * 0xBF58476D1CE4E5B9ULL
-        i += 8
-    if i < n:
-        w = 0
-        memcpy(&w, s + i, n - i)          # n - i < 8 bytes, inside s[0:n]
-        h = (h ^ mix64(w)) * 0x94D049BB133111EBULL
-    return mix64(h)
+    if n > 8:
+        while i + 8 <= n:
+            memcpy(&w, s + i, 8)              # i + 8 <= n
+            h = (h ^ (h >> 32) ^ w ^ (w >> 28)) * 0xBF58476D1CE4E5B9ULL
+            i += 8
+        if i < n:
+            w = 0
+            memcpy(&w, s + i, n - i)          # n - i < 8 bytes, inside s[0:n]
+            h = (h ^ (h >> 32) ^ w ^ (w >> 28)) * 0x94D049BB133111EBULL
+    return h ^ (h >> 32)
 
 
 cdef inline uint32_t tables_lookup_hashed(const Tables* t, const uint8_t* s, Py_ssize_t n, uint64_t head,

@@ -746,7 +746,7 @@ cdef class Vocab:
         return v
 
 
-cdef uint64_t COMPILED_VERSION = 3   # 3: merges as per-left-token lists
+cdef uint64_t COMPILED_VERSION = 4   # 3: merges as per-left-token lists; 4: hash_bytes of one multiply
 
 
 cdef inline void _set_bit(uint8_t* bits, uint32_t i) noexcept nogil:
