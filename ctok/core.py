@@ -590,6 +590,40 @@ class Encoding:
                      num_threads: Optional[int] = None) -> List[str]:
         return [self.decode(t, errors=errors) for t in batch]
 
+    def decode_bytes_batch(self, batch: Sequence[Sequence[int]], *, num_threads: Optional[int] = None) -> List[bytes]:
+        """decode_bytes of each id list (tiktoken's API; num_threads is accepted and unused: decoding is fast)."""
+        return [self.decode_bytes(t) for t in batch]
+
+    def decode_with_offsets(self, tokens: Sequence[int]) -> Tuple[str, List[int]]:
+        """The text of `tokens` (strict UTF-8: UnicodeDecodeError otherwise) and, for each token, the index of the
+        character it starts in; a token that starts inside a character (its first byte a UTF-8 continuation byte)
+        gets that character's index.  tiktoken's semantics."""
+        if self._hf is not None and not getattr(self._hf, "_bytelevel_only", False):
+            # The text such a file's decoder makes (markers to spaces, byte tokens, stripping) is not the
+            # concatenation of its tokens' bytes, so no offset into it can be computed from them.
+            raise NotImplementedError(f"decode_with_offsets: {self.name!r} has a tokenizer.json decoder other than "
+                                      "ByteLevel; use decode() for its text")
+        parts = self.decode_tokens_bytes(tokens)
+        offsets = []
+        chars = 0                       # characters begun by the bytes so far (every byte but a continuation byte)
+        for b in parts:
+            starts_inside = bool(b) and 0x80 <= b[0] < 0xC0
+            offsets.append(chars - 1 if starts_inside and chars > 0 else chars)
+            chars += len(b) - sum(1 for x in b if 0x80 <= x < 0xC0)
+        return b"".join(parts).decode("utf-8", errors="strict"), offsets
+
+    def is_special_token(self, token: int) -> bool:
+        """Whether `token` is the id of a special token."""
+        return token in self._special_ids
+
+    def encode_to_numpy(self, text: str, *, allowed_special: AllowedSpecial = frozenset(),
+                        disallowed_special: DisallowedSpecial = "all"):
+        """encode(), as a numpy uint32 array (made natively from the encoder's buffer where the text allows).  Lone
+        surrogates are repaired as encode() repairs them; tiktoken's encode_to_numpy raises UnicodeEncodeError."""
+        ids, _ = self.encode_batch_flat([text], num_threads=1, allowed_special=allowed_special,
+                                        disallowed_special=disallowed_special)
+        return ids
+
     def stream_decoder(self, errors: str = "replace", *, skip_special_tokens: bool = False):
         """An incremental detokenizer: `.step(token) -> str` returns newly completed text, `.flush()` the rest."""
         if self._hf is not None:

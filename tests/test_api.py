@@ -207,6 +207,79 @@ def test_decode_batch(o200k, o200k_ref):
     assert o200k.decode_batch([[], [0]]) == ["", o200k_ref.decode([0])]
 
 
+def tiktoken_of(ref):
+    assert ref.offset == 0              # ids are tiktoken's own: its methods answer directly
+    return ref.enc
+
+
+def test_decode_bytes_batch(o200k, o200k_ref):
+    batch = [o200k_ref.encode_ordinary(t) for t in sample_texts()] + [[]]
+    assert o200k.decode_bytes_batch(batch) == tiktoken_of(o200k_ref).decode_bytes_batch(batch)
+
+
+def test_decode_with_offsets(o200k, o200k_ref):
+    """tiktoken's offsets, on text whose tokens split characters (CJK, emoji, combining marks) and on random id
+    sequences that decode strictly or raise."""
+    ref = tiktoken_of(o200k_ref)
+    for t in sample_texts():
+        ids = o200k_ref.encode_ordinary(t)
+        try:
+            want = ref.decode_with_offsets(ids)
+        except UnicodeDecodeError:      # lone surrogates came in as replacement bytes: both must refuse alike
+            with pytest.raises(UnicodeDecodeError):
+                o200k.decode_with_offsets(ids)
+            continue
+        assert o200k.decode_with_offsets(ids) == want, repr(t[:60])
+    rng = random.Random(5)
+    pool = o200k_ref.encode_ordinary("".join(corpus_text(n, 2_000) for n in corpus_names()))
+    for _ in range(300):
+        ids = [rng.choice(pool) for _ in range(rng.randint(0, 12))]
+        try:
+            want = ref.decode_with_offsets(ids)
+        except UnicodeDecodeError:
+            with pytest.raises(UnicodeDecodeError):
+                o200k.decode_with_offsets(ids)
+            continue
+        assert o200k.decode_with_offsets(ids) == want, ids
+    with pytest.raises(Exception):
+        o200k.decode_with_offsets([o200k.n_vocab + 10])
+
+
+def test_decode_with_offsets_refused_for_marker_decoders():
+    path = __import__("_shared").shared_dir() / "vocab" / "mistral-7b-v0.1" / "tokenizer.json"
+    if not path.exists():
+        pytest.skip("no Mistral tokenizer.json in ../shared")
+    enc = ctok.load(path)
+    with pytest.raises(NotImplementedError, match="decode_with_offsets"):
+        enc.decode_with_offsets(enc.encode("hello world"))
+
+
+def test_is_special_token(o200k, o200k_ref):
+    ref = tiktoken_of(o200k_ref)
+    for tid in list(o200k_ref.special_tokens.values()) + [0, 100, 199_997, o200k_ref.n_vocab - 1]:
+        assert o200k.is_special_token(tid) == ref.is_special_token(tid), tid
+
+
+@pytest.mark.parametrize("policy", [{}, {"allowed_special": "all"}, {"disallowed_special": ()}])
+def test_encode_to_numpy(o200k, o200k_ref, policy):
+    """tiktoken's encode_to_numpy where it answers; on lone surrogates (where it raises UnicodeEncodeError) the
+    ids of encode(), which repairs them as tiktoken's encode() does."""
+    ref = tiktoken_of(o200k_ref)
+    for t in sample_texts() + ["<|endoftext|> hi", ""]:
+        try:
+            want = ref.encode(t, **policy)
+        except ValueError:
+            with pytest.raises(ValueError):
+                o200k.encode_to_numpy(t, **policy)
+            continue
+        got = o200k.encode_to_numpy(t, **policy)
+        assert got.dtype == np.uint32 and got.tolist() == want, repr(t[:60])
+        try:
+            assert ref.encode_to_numpy(t, **policy).tolist() == want
+        except UnicodeEncodeError:
+            assert any(0xD800 <= ord(c) < 0xE000 for c in t)
+
+
 # --------------------------------------------------------------------------------------------------------------
 # count
 
