@@ -81,6 +81,7 @@ class Encoding:
                     spec.token_bytes, spec.merges, pretok_kind=kind,
                     special_bytes={v: k.encode("utf-8") for k, v in spec.special_tokens.items()})
         self._special_re_cache = {}
+        self._sorted_tokens = None          # every ordinary token's bytes, sorted (encode_with_unstable)
         self._special_scans = {}            # frozenset of names -> _encoder.TokenScan
         # The C API encodes ordinary text natively; files whose Python-level pipeline must run first
         # (HF normalizers/added tokens, a regex fallback) are refused there with CTOK_ERR_UNSUPPORTED.
@@ -419,6 +420,69 @@ class Encoding:
                                    continue_final_message=continue_final_message,
                                    sanitize_control_tokens=sanitize_control_tokens, **kwargs)
 
+    def encode_with_unstable(self, text: str, *, allowed_special: AllowedSpecial = frozenset(),
+                             disallowed_special: DisallowedSpecial = "all") -> Tuple[List[int], List[List[int]]]:
+        """tiktoken's encode_with_unstable: the ids of `text` that more text cannot change, and every id
+        sequence that could continue them (a completion's bytes start with the rest of the text).  For
+        tiktoken-format files; brute force, as tiktoken's (milliseconds to a fraction of a second)."""
+        if self._hf is not None:
+            raise NotImplementedError("encode_with_unstable is tiktoken's API: this encoding is a tokenizer.json file")
+        _check_text(text)
+        allowed = self._policy(text, allowed_special, disallowed_special)
+        text = replace_lone_surrogates(text) if any(0xD800 <= ord(c) < 0xE000 for c in text) else text
+        tokens = self._encode_with_specials(text, allowed)
+        tail = text
+        if allowed:
+            for m in self._special_re(allowed).finditer(text):
+                tail = text[m.end():]
+        if not tail:
+            return tokens, []                       # ends with a special token (or is empty): nothing unstable
+        pieces = (self._split_fallback(tail) if self._split_fallback is not None
+                  else [p.decode("utf-8") for p in _pretok_split(self._core.pretok_kind, _utf8(tail))])
+        last = len(self._core.encode_piece(_utf8(pieces[-1])))
+        # A run of whitespace tokens before the last piece may merge with what follows (e.g. "\n" + " " into
+        # "\n \n"): those are unstable too, as in tiktoken.
+        if self._is_space_token(tokens[-last]):
+            while last < len(tokens) and self._is_space_token(tokens[-last - 1]):
+                last += 1
+        unstable = self.decode_bytes(tokens[-last:])
+        tokens = tokens[:-last]
+        found = set()
+        ordered = self._sorted_token_bytes()
+        ids = self._core.token_id
+        for b in _starting_with(ordered, unstable):
+            found.add((ids(b),))
+        for i in range(1, len(unstable)):
+            prefix, suffix = unstable[:i], unstable[i:]
+            for b in _starting_with(ordered, suffix):
+                both = prefix + b
+                try:
+                    encoded = self.encode_ordinary(both.decode("utf-8"))
+                except UnicodeDecodeError:
+                    encoded = self._core.encode_piece(both)
+                seq, size = [], 0
+                for t in encoded:                   # as far as the unstable bytes reach
+                    seq.append(t)
+                    size += len(self._core.token_bytes(t))
+                    if size >= len(unstable):
+                        break
+                found.add(tuple(seq))
+        if len(unstable) > 1:
+            # The last character alone, when it is whitespace: a split may appear before it.
+            k = _last_char_len(unstable)
+            if 0 < k < len(unstable) and unstable[-k:].decode("utf-8") in _WHITE_SPACE:
+                found.add(tuple(self._core.encode_piece(unstable[:-k]) + self._core.encode_piece(unstable[-k:])))
+        return tokens, [list(t) for t in found]
+
+    def _is_space_token(self, t: int) -> bool:
+        b = self._core.token_bytes(t) if t not in self._special_ids else None
+        return b is not None and all(x in b" \n\t" for x in b)
+
+    def _sorted_token_bytes(self) -> List[bytes]:
+        if self._sorted_tokens is None:
+            self._sorted_tokens = sorted(self.token_byte_values())
+        return self._sorted_tokens
+
     def encode_single_token(self, text_or_bytes) -> int:
         if isinstance(text_or_bytes, str):
             if text_or_bytes in self.special_tokens:
@@ -737,6 +801,36 @@ class _WindowStreamDecoder:
 
 _pool_lock = threading.Lock()
 _the_pool: Optional[ThreadPoolExecutor] = None
+
+
+# The White_Space property (Unicode 16): what tiktoken's Rust `char::is_whitespace` tests.
+_WHITE_SPACE = frozenset(map(chr, [*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028,
+                                   0x2029, 0x202F, 0x205F, 0x3000]))
+
+
+def _pretok_split(kind: int, data: bytes) -> List[bytes]:
+    from ._pretok import split
+    return split(kind, data)
+
+
+def _starting_with(ordered: List[bytes], prefix: bytes):
+    """The items of the sorted list `ordered` that start with `prefix`, in order."""
+    import bisect
+    i = bisect.bisect_left(ordered, prefix)
+    while i < len(ordered) and ordered[i].startswith(prefix):
+        yield ordered[i]
+        i += 1
+
+
+def _last_char_len(b: bytes) -> int:
+    """Bytes of the last UTF-8 character of b, or 0 when b does not end with a whole one."""
+    for k in range(1, min(4, len(b)) + 1):
+        try:
+            if len(b[-k:].decode("utf-8")) == 1:
+                return k
+        except UnicodeDecodeError:
+            continue
+    return 0
 
 
 def _thread_count(num_threads: Optional[int]) -> int:

@@ -280,6 +280,31 @@ def test_encode_to_numpy(o200k, o200k_ref, policy):
             assert any(0xD800 <= ord(c) < 0xE000 for c in t)
 
 
+UNSTABLE_TEXTS = ["hello wor", "hello world ", "hello\n\n  ", "x = 1", "naïve caf", "日本", " ", "", "it's",
+                  "It'S", "1234", "abc\u3000", "ab\u00e9", "def f(x):\n    return", "a\t", "\n", "....", "é",
+                  "👨‍👩", "価格は", "x<|endoftext|>", "x<|endoftext|>y", "<|endoftext|>"]
+
+
+@pytest.mark.parametrize("name", ["o200k", "cl100k"])
+def test_encode_with_unstable(name, request):
+    enc, ref = request.getfixturevalue(name), tiktoken_of(request.getfixturevalue(name + "_ref"))
+    for t in UNSTABLE_TEXTS:
+        kw = {"allowed_special": "all"} if "<|" in t else {}
+        got, want = enc.encode_with_unstable(t, **kw), ref.encode_with_unstable(t, **kw)
+        assert got[0] == want[0], repr(t)
+        assert sorted(map(tuple, got[1])) == sorted(map(tuple, want[1])), repr(t)
+    with pytest.raises(ValueError):
+        enc.encode_with_unstable("a <|endoftext|>")
+
+
+def test_encode_with_unstable_refused_for_tokenizer_json():
+    path = __import__("_shared").shared_dir() / "vocab" / "llama3-hf" / "tokenizer.json"
+    if not path.exists():
+        pytest.skip("no Llama 3 tokenizer.json in ../shared")
+    with pytest.raises(NotImplementedError, match="encode_with_unstable"):
+        ctok.load(path).encode_with_unstable("hello")
+
+
 # --------------------------------------------------------------------------------------------------------------
 # count
 
