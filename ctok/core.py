@@ -355,6 +355,8 @@ class Encoding:
                 and len(self._cut(text)) == 1):
             self._check_no_disallowed([text], disallowed_special)
             return self._core.count(_utf8(text))
+        if not allowed_special and disallowed_special == "all":
+            return len(self.encode(text))        # the default policy: encode's compiled route, no keywords to parse
         return len(self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special))
 
     def count_batch(self, texts: Sequence[str], *, num_threads: Optional[int] = None,
