@@ -212,6 +212,12 @@ def tiktoken_of(ref):
     return ref.enc
 
 
+def test_every_tiktoken_method_is_there(o200k):
+    import tiktoken
+    names = [m for m in dir(tiktoken.Encoding) if not m.startswith("_")]
+    assert names and [m for m in names if not hasattr(o200k, m)] == []
+
+
 def test_decode_bytes_batch(o200k, o200k_ref):
     batch = [o200k_ref.encode_ordinary(t) for t in sample_texts()] + [[]]
     assert o200k.decode_bytes_batch(batch) == tiktoken_of(o200k_ref).decode_bytes_batch(batch)
