@@ -59,14 +59,61 @@ import threading
 cimport cython
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.object cimport PyObject
 
 cdef extern from "Python.h":
+    ctypedef struct PyListObject:
+        PyObject** ob_item
     const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
     Py_ssize_t PyUnicode_GET_LENGTH(object s)
     void* PyErr_Occurred()
 
 cdef extern from "_utf8.h":
     const char* ctok_utf8_view(object text, Py_ssize_t* n, char** owned)
+
+cdef extern from *:
+    """
+    /* The list of head[0:nh] (new references to the same objects) followed by the ints of ids[0:ni] and of
+       tail[0:nt] (from, and added to, cache[id]): one array filled once and taken by the list when complete,
+       where a slice of the cached list plus `+=` would zero, copy and grow the array three times.  As
+       ctok_ids_list (_encoder.pyx): the list is never seen with an unset slot, and a failed int allocation
+       leaves nothing half made. */
+    static PyObject* ctok_prefix_list(PyObject* const* head, Py_ssize_t nh, const uint32_t* ids, Py_ssize_t ni,
+                                      const uint32_t* tail, Py_ssize_t nt, PyObject** cache) {
+        PyListObject* op = (PyListObject*)PyList_New(0);
+        Py_ssize_t n = nh + ni + nt, i, j, k;
+        PyObject** items;
+        if (op == NULL || n == 0) return (PyObject*)op;
+        items = (PyObject**)PyMem_Malloc((size_t)n * sizeof(PyObject*));
+        if (items == NULL) { Py_DECREF(op); return PyErr_NoMemory(); }
+        /* a copy, then the reference counts: the loop of increments then has no store that its next load
+           must wait for */
+        if (nh > 0) memcpy(items, head, (size_t)nh * sizeof(PyObject*));
+        for (i = 0; i < nh; i++) Py_INCREF(items[i]);
+        for (k = 0; k < ni + nt; k++, i++) {
+            uint32_t t = k < ni ? ids[k] : tail[k - ni];   /* ids the encoder emitted: < n_ids, the cache's size */
+            PyObject* o = cache[t];
+            if (o == NULL) {
+                o = PyLong_FromUnsignedLong(t);
+                if (o == NULL) {
+                    for (j = 0; j < i; j++) Py_DECREF(items[j]);
+                    PyMem_Free(items);
+                    Py_DECREF(op);
+                    return NULL;
+                }
+                cache[t] = o;                  /* the cache keeps this reference */
+            }
+            Py_INCREF(o);
+            items[i] = o;
+        }
+        op->ob_item = items;
+        op->allocated = n;
+        Py_SET_SIZE(op, n);
+        return (PyObject*)op;
+    }
+    """
+    list ctok_prefix_list(PyObject* const* head, Py_ssize_t nh, const uint32_t* ids, Py_ssize_t ni,
+                          const uint32_t* tail, Py_ssize_t nt, PyObject** cache)
 from cpython.pythread cimport (PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock,
                                PyThread_acquire_lock, PyThread_release_lock, WAIT_LOCK, NOWAIT_LOCK)
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int32_t
@@ -646,18 +693,18 @@ cdef class PrefixCache:
 
     cdef list _ids_list(self, CoreEncoder core, _Entry old, Py_ssize_t n_p, const uint32_t* tail,
                         Py_ssize_t tail_n):
-        """The result list: old's ids[:n_p] (copied from old's Python list of its ids, made and kept on first
-        use: copying list items costs a reference count each, half of making them from ids), then tail."""
-        cdef list result
+        """The result list: old's ids[:n_p] (their ints taken from old's Python list of its ids, made and kept
+        on first use: copying list items costs a reference count each, half of making them from ids), then
+        tail, built in one pass."""
         cdef IdVec view
-        cdef Py_ssize_t have
-        view.data = <uint32_t*>tail; view.size = tail_n; view.cap = tail_n
-        if old is None or n_p == 0:
-            return core.ids_to_list(&view)
-        if n_p < 64:
-            view.data = old.ids; view.size = n_p; view.cap = n_p
-            result = core.ids_to_list(&view)
-        else:
+        cdef Py_ssize_t have = 0
+        cdef PyObject** items = NULL
+        if core.int_cache == NULL:
+            view.data = NULL; view.size = 0; view.cap = 0
+            core.ids_to_list(&view)               # makes the encoder's int cache
+        if old is None:
+            n_p = 0
+        elif n_p >= 64:
             if old.pylist is None or old.pylist_n < n_p // 2:   # none, or it covers too little: (re)make it
                 view.data = old.ids; view.size = old.n_ids; view.cap = old.n_ids
                 old.pylist = core.ids_to_list(&view)
@@ -670,14 +717,9 @@ cdef class PrefixCache:
                 finally:
                     PyThread_release_lock(self._plock)
             have = n_p if n_p < old.pylist_n else old.pylist_n
-            result = old.pylist[:have]
-            if have < n_p:
-                view.data = old.ids + have; view.size = n_p - have; view.cap = view.size
-                result += core.ids_to_list(&view)
-        if tail_n:
-            view.data = <uint32_t*>tail; view.size = tail_n; view.cap = tail_n
-            result += core.ids_to_list(&view)
-        return result
+            items = (<PyListObject*>old.pylist).ob_item   # pylist is private, never resized: have <= its size
+        return ctok_prefix_list(<PyObject* const*>items, have, old.ids + have if old is not None else NULL,
+                                n_p - have, tail, tail_n, core.int_cache)
 
     def clear(self):
         """Drop every cached text (the counters stay)."""
