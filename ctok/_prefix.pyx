@@ -49,6 +49,14 @@ character starting before p is read at most 3 bytes past its start.  Hence
 where the letter run uses any of CT_L|CT_UP|CT_LO|CT_M (a superset for every kind, so also for Kimi's
 Han-aware classes).  tests/test_prefix_cache.py checks the cut adversarially against the uncached encoder.
 
+The str front.  A str prompt is converted to UTF-8 before the trie can be asked, and for a long prompt that
+conversion cost as much as the rest of a hit.  An entry made from a str keeps the str, and a small table
+(FRONT_SLOTS, keyed by the first PREFIX_BLOCK bytes of a str's code units and its kind) names the last such
+entry per key: a str prompt is compared with that str's code units first, and only the part past the common
+prefix is converted (the entry's UTF-8 stands for the rest; its byte length is counted from the nearer end of
+the entry's str).  A text the general path would keep is then handed to it whole; any other is answered at
+once.  Prompts of another kind than the entry's str, and lone surrogates, take the general path.
+
 Thread safety: a lock guards the node table, the LRU order and the counters; verification, the tail
 encoding and list building run outside it (the tail with the GIL released).  An entry is immutable once
 made, and the caller holds a reference to the entry it reuses, so a concurrent eviction cannot free it.
@@ -66,10 +74,15 @@ cdef extern from "Python.h":
         PyObject** ob_item
     const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
     Py_ssize_t PyUnicode_GET_LENGTH(object s)
+    int PyUnicode_KIND(object s)
+    void* PyUnicode_DATA(object s)
     void* PyErr_Occurred()
 
 cdef extern from "_utf8.h":
     const char* ctok_utf8_view(object text, Py_ssize_t* n, char** owned)
+    int ctok_str_ready(object text) except -1
+    Py_ssize_t ctok_utf8_write_units(object text, Py_ssize_t a, Py_ssize_t b, uint8_t* out) noexcept nogil
+    Py_ssize_t ctok_utf8_len_units(object text, Py_ssize_t a, Py_ssize_t b) noexcept nogil
 
 cdef extern from *:
     """
@@ -141,6 +154,7 @@ cdef enum:
     SEEN_SLOTS = 4096           # admission sketch size (a power of two)
     NODE_COST = 48              # bytes charged per trie node (table slot at load <= 1/2, plus slack)
     ENTRY_COST = 256            # bytes charged per entry for the object and its bookkeeping
+    FRONT_SLOTS = 64            # the str front's table (a power of two)
 
 
 # ---------------------------------------------------------------- the safe-cut bound
@@ -222,6 +236,12 @@ cdef inline uint64_t chain_hash(uint64_t prev, const uint8_t* block, Py_ssize_t 
     """Key of the node for the first k blocks, given the key for the first k - 1 (0 for k = 1)."""
     cdef uint64_t h = mix64((prev ^ block_hash(block)) * 0xBF58476D1CE4E5B9ULL + <uint64_t>k)
     return h if h != 0 else 1                     # 0 marks a free table slot
+
+
+cdef inline uint64_t front_key(const uint8_t* raw, int kind) noexcept nogil:
+    """Key of a str in the str front: its first PREFIX_BLOCK bytes of code units (not UTF-8) and its kind."""
+    cdef uint64_t h = mix64(block_hash(raw) ^ <uint64_t>kind)
+    return h if h != 0 else 1
 
 
 cdef void prefix_hashes(const uint8_t* s, Py_ssize_t n_blocks, uint64_t* out) noexcept nogil:
@@ -380,12 +400,13 @@ cdef class PrefixCache:
         self.max_bytes = max_bytes
         self.min_bytes = min_bytes
         self._lru = OrderedDict()
+        self._front = [None] * FRONT_SLOTS
         self._free_slots = []
         self._next_slot = 0
         self._n_nodes = 0
         self._bytes_used = 0
         self.hits = self.misses = self.reused_bytes = self.encoded_bytes = 0
-        self.evictions = self.inserts = self.passthrough = 0
+        self.evictions = self.inserts = self.passthrough = self.front_hits = 0
         self._alloc_table(1024)
 
     def __dealloc__(self):
@@ -498,39 +519,177 @@ cdef class PrefixCache:
             h = chain_hash(h, s + k * PREFIX_BLOCK, k + 1)
             self._table_del(h, slot)
         self._lru.pop(slot, None)
+        if e.text is not None and self._front[e.front_key & (FRONT_SLOTS - 1)] is e:   # masked to its length
+            self._front[e.front_key & (FRONT_SLOTS - 1)] = None
         self._free_slots.append(slot)
         self._bytes_used -= e.size
         e.slot = -1
 
     def encode(self, CoreEncoder core not None, bytes data not None):
         """core.encode_ordinary(data), reusing the ids of the longest safely cut cached prefix."""
-        return self._encode(core, data, <const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), False)
+        return self._encode(core, data, <const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), False,
+                            None)
 
     def encode_str(self, CoreEncoder core not None, text):
         """core.encode_str(text) through the cache (a long text's UTF-8 made by ctok, as the encoder makes it)."""
+        return self._encode_text(core, text)
+
+    cdef list _encode_text(self, CoreEncoder core, object text):
         cdef Py_ssize_t n
         cdef const char* s
-        cdef object holder
+        cdef object holder, got
         if type(text) is not str:
             text = exact_str(text)
+        ctok_str_ready(text)
+        n = PyUnicode_GET_LENGTH(text)
+        if (n >= self.min_bytes and n * PyUnicode_KIND(text) >= PREFIX_BLOCK and n < 0x3FFFFFF0
+                and self.max_bytes != 0):
+            got = self._encode_front(core, text)
+            if got is not None:
+                return got
         holder = _utf8_of(text, &s, &n)
         if holder is None:                        # lone surrogates: the encoder's own repair path
             return core.encode_str(text)
         if n < self.min_bytes:
             return _direct(core, <const uint8_t*>s, n)
-        return self._encode(core, holder, <const uint8_t*>s, n, True)
+        return self._encode(core, holder, <const uint8_t*>s, n, True, text)
+
+    cdef bint _serves(self, CoreEncoder core, bint is_text):
+        """Whether the cache may serve core (a native pretokenizer, ids that spell their bytes: see
+        byte_exact) for str input (is_text) or for any bytes."""
+        cdef int kind = core.pretok_kind
+        cdef bint kind_ok
+        if core is not self._served:
+            kind_ok = PRETOK_WHOLE < kind < PRETOK_N_KINDS
+            self._served_ok = kind_ok and byte_exact(core, False)
+            self._served_text_ok = kind_ok and byte_exact(core, True)
+            self._served = core
+        return self._served_text_ok if is_text else self._served_ok
+
+    cdef object _encode_front(self, CoreEncoder core, str text):
+        """The str front: text's ids, or None when the general path must answer.  A str prompt sharing a long
+        start with the str a cached entry was made from is compared with that str's code units (a memcmp),
+        so the shared part is never converted to UTF-8: the entry's own UTF-8 stands for it.  Only the rest
+        is converted, and when the text is not to be kept (a short new part, as the general path decides),
+        only that rest is encoded, as a text of its own from the safe cut p (the pieces from a piece boundary
+        depend on the bytes from there on only: see the proof above).  The candidate is the last entry made
+        from a str starting with the same PREFIX_BLOCK bytes of code units; a deeper entry the trie would
+        find can only be missed when the new part is short (else the text is kept, through the general path)."""
+        cdef int kind = PyUnicode_KIND(text)
+        cdef Py_ssize_t units = PyUnicode_GET_LENGTH(text), e_units, m, qc, qb, p, n_p = 0, got, n, end
+        cdef const uint8_t* raw = <const uint8_t*>PyUnicode_DATA(text)
+        cdef const uint8_t* eraw
+        cdef uint64_t key = front_key(raw, kind)  # units * kind >= PREFIX_BLOCK (_encode_text)
+        cdef _Entry e
+        cdef object et
+        cdef _Utf8Copy full
+        cdef uint8_t* buf = NULL
+        cdef IdVec out
+        cdef BpeScratch sc
+        cdef BpeScratch* scp
+        cdef const EncoderState* st = &core.state
+        cdef int rc
+        cdef bint keep
+        if not self._serves(core, True):
+            return None
+        # A look without the lock first (the GIL keeps the list read whole): unrelated texts take no lock here.
+        e = <_Entry>self._front[key & (FRONT_SLOTS - 1)]       # masked to its length
+        if e is None or e.front_key != key:
+            return None
+        self._acquire()
+        try:
+            if e.slot < 0:                        # evicted meanwhile
+                return None
+            self._lru.move_to_end(e.slot)
+        finally:
+            PyThread_release_lock(self._plock)
+        et = e.text
+        if PyUnicode_KIND(et) != kind:
+            return None
+        e_units = PyUnicode_GET_LENGTH(et)
+        eraw = <const uint8_t*>PyUnicode_DATA(et)
+        m = units if units < e_units else e_units
+        with nogil:
+            qc = common_prefix(raw, eraw, m * kind) // kind
+        if qc == units and units == e_units:      # the same text again
+            self._acquire()
+            try:
+                self.hits += 1
+                self.front_hits += 1
+                self.reused_bytes += e.n
+            finally:
+                PyThread_release_lock(self._plock)
+            return self._ids_list(core, e, e.n_ids, NULL, 0)
+        # where character qc starts in the entry's UTF-8, counted from the nearer end
+        qb = ctok_utf8_len_units(et, 0, qc) if qc <= e_units - qc else e.n - ctok_utf8_len_units(et, qc, e_units)
+        with nogil:
+            p = find_cut(st, e.s, e.n, e.ids, e.n_ids, e.ck, e.n_ck, qb, &n_p)
+        out.data = NULL; out.size = 0; out.cap = 0
+        try:
+            # the text's UTF-8 from p: the entry's bytes up to qb, then the rest converted
+            buf = <uint8_t*>malloc(qb - p + (units - qc) * (kind + 1 if kind < 4 else 4) + 1)
+            if buf == NULL:
+                raise MemoryError()
+            memcpy(buf, e.s + p, qb - p)          # p <= qb <= e.n
+            got = ctok_utf8_write_units(text, qc, units, buf + (qb - p))
+            if got < 0:
+                return None                       # a surrogate: the general path repairs it
+            n = qb + got
+            if n >= 0xFFFFFFF0:
+                return None
+            # the general path's rule (q = qb, an = e.n): kept when it extends the entry or adds enough
+            keep = qb == e.n or (n - qb >= self.min_bytes and n - qb >= qb // 8)
+            if qb == n:
+                keep = False                      # a prefix of the entry's text
+            if keep:
+                full = _Utf8Copy()
+                full.buf = <char*>malloc(n + 1)
+                if full.buf == NULL:
+                    raise MemoryError()
+                memcpy(full.buf, e.s, p)
+                memcpy(full.buf + p, buf, n - p)
+                full.n = n
+                return self._encode(core, full, <const uint8_t*>full.buf, n, True, text)
+            if idvec_reserve(&out, (n - p) // 3 + 16) != BPE_OK:
+                raise MemoryError()
+            scp = core.take_scratch(&sc)
+            if n - p < 2048:
+                rc = encode_state_span(st, buf, n - p, 0, n - p, &out, scp, &end)
+            else:
+                with nogil:
+                    rc = encode_state_span(st, buf, n - p, 0, n - p, &out, scp, &end)
+            core.give_scratch(scp, &sc)
+            if rc != BPE_OK:
+                raise MemoryError()
+            result = self._ids_list(core, e, n_p, out.data, out.size)
+            self._acquire()
+            try:
+                if p:
+                    self.hits += 1
+                    self.reused_bytes += p
+                else:
+                    self.misses += 1
+                self.front_hits += 1
+                self.encoded_bytes += n - p
+            finally:
+                PyThread_release_lock(self._plock)
+            return result
+        finally:
+            free(buf)
+            idvec_free(&out)
 
     def bind(self, CoreEncoder core not None):
         """A callable text -> ids: `core.encode_str` through this cache (a drop-in for it; a bound method,
         which Python calls about as cheaply as core.encode_str itself)."""
         return _BoundEncode(self, core).encode_str
 
-    cdef list _encode(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n, bint is_text):
+    cdef list _encode(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n, bint is_text,
+                      object text):
         # data: the bytes, str or _Utf8Copy whose UTF-8 form is s[0:n]; a kept entry holds it (and so the buffer).
-        # is_text: s[0:n] is valid UTF-8 (a str's); bytes input may hold any byte.
+        # is_text: s[0:n] is valid UTF-8 (a str's); bytes input may hold any byte.  text: the exact str whose
+        # UTF-8 s is (a kept entry holds it for the str front), or None.
         cdef Py_ssize_t n_blocks = n // PREFIX_BLOCK, k, level = 0, q = 0, m, p = 0, n_p = 0, j, size
         cdef const EncoderState* st = &core.state
-        cdef int kind = core.pretok_kind
         cdef int rc
         cdef int32_t slot
         cdef uint64_t* hashes
@@ -540,16 +699,11 @@ cdef class PrefixCache:
         cdef IdVec out, ck, view
         cdef BpeScratch sc
         cdef BpeScratch* scp
-        cdef bint keep, kind_ok
+        cdef bint keep
         cdef Py_ssize_t base
         cdef uint64_t small_hashes[64]
-        if core is not self._served:
-            kind_ok = PRETOK_WHOLE < kind < PRETOK_N_KINDS
-            self._served_ok = kind_ok and byte_exact(core, False)
-            self._served_text_ok = kind_ok and byte_exact(core, True)
-            self._served = core
         if (self.max_bytes == 0 or n_blocks == 0 or n < self.min_bytes or n >= 0xFFFFFFF0
-                or not (self._served_text_ok if is_text else self._served_ok)):
+                or not self._serves(core, is_text)):
             self.passthrough += 1
             return _plain(core, data)
         if n_blocks <= 64:
@@ -639,8 +793,8 @@ cdef class PrefixCache:
             # ---- keep it: a new entry owning out and ck
             size = (n + out.size * sizeof(uint32_t) + ck.size * sizeof(uint32_t) + n_blocks * NODE_COST + ENTRY_COST
                     + (n_p if old is not None and old.pylist is not None else 0) * sizeof(void*))
-            if type(data) is not bytes:
-                size += n                         # a str's own characters take at most as much as its UTF-8
+            if text is not None:
+                size += PyUnicode_GET_LENGTH(text) * PyUnicode_KIND(text)   # the str's own code units
             self._acquire()
             try:
                 if p:
@@ -663,6 +817,9 @@ cdef class PrefixCache:
                     new.n_ck = ck.size // 2
                     ck.data = NULL; ck.size = 0; ck.cap = 0
                     new.size = size
+                    if text is not None and PyUnicode_GET_LENGTH(text) * PyUnicode_KIND(text) >= PREFIX_BLOCK:
+                        new.text = text           # front_key reads PREFIX_BLOCK bytes of its code units
+                        new.front_key = front_key(<const uint8_t*>PyUnicode_DATA(text), PyUnicode_KIND(text))
                     if n_p and old.pylist is not None:
                         new.pylist = old.pylist               # shared: its first n_p items are also our ids
                         new.pylist_n = n_p if n_p < old.pylist_n else old.pylist_n
@@ -677,6 +834,8 @@ cdef class PrefixCache:
                     self.inserts += 1
                     for k in range(n_blocks):
                         self._table_put(hashes[k], slot)
+                    if new.text is not None:
+                        self._front[new.front_key & (FRONT_SLOTS - 1)] = new   # masked to its length
                     if old is not None and q == an and old.slot >= 0:
                         self._remove(old)             # the new text extends it: it is redundant now
                 while self._bytes_used > self.max_bytes and self._lru:   # the new entry alone fits
@@ -714,6 +873,9 @@ cdef class PrefixCache:
                     if old.slot >= 0:             # charge it to the entry that made it
                         old.size += old.n_ids * sizeof(void*)
                         self._bytes_used += old.n_ids * sizeof(void*)
+                        while self._bytes_used > self.max_bytes and self._lru:
+                            self._remove(self._lru[next(iter(self._lru))])
+                            self.evictions += 1
                 finally:
                     PyThread_release_lock(self._plock)
             have = n_p if n_p < old.pylist_n else old.pylist_n
@@ -728,6 +890,7 @@ cdef class PrefixCache:
             for e in list(self._lru.values()):
                 (<_Entry>e).slot = -1
             self._lru.clear()
+            self._front = [None] * FRONT_SLOTS
             self._free_slots = []
             self._next_slot = 0
             self._bytes_used = 0
@@ -739,14 +902,15 @@ cdef class PrefixCache:
 
     def stats(self):
         """Counters: hits (reused a prefix), misses, reused_bytes, encoded_bytes, evictions, entries, nodes,
-        bytes_used, max_bytes, inserts, passthrough (texts too short or an encoder the cache cannot serve)."""
+        bytes_used, max_bytes, inserts, passthrough (texts too short or an encoder the cache cannot serve),
+        front_hits (str texts answered by the str front, without the trie: a subset of hits and misses)."""
         self._acquire()
         try:
             return {
                 "hits": self.hits, "misses": self.misses, "reused_bytes": self.reused_bytes,
                 "encoded_bytes": self.encoded_bytes, "evictions": self.evictions, "entries": len(self._lru),
                 "nodes": self._n_nodes, "bytes_used": self._bytes_used, "max_bytes": self.max_bytes,
-                "inserts": self.inserts, "passthrough": self.passthrough,
+                "inserts": self.inserts, "passthrough": self.passthrough, "front_hits": self.front_hits,
             }
         finally:
             PyThread_release_lock(self._plock)
@@ -820,17 +984,7 @@ cdef class _BoundEncode:
         return self.cache
 
     def encode_str(self, text):
-        cdef Py_ssize_t n
-        cdef const char* s
-        cdef object holder
-        if type(text) is not str:
-            text = exact_str(text)
-        holder = _utf8_of(text, &s, &n)
-        if holder is None:                        # lone surrogates: the encoder's own repair path
-            return self.core.encode_str(text)
-        if n < self.cache.min_bytes:              # no lookup: encode at once, as core.encode_str would
-            return _direct(self.core, <const uint8_t*>s, n)
-        return self.cache._encode(self.core, holder, <const uint8_t*>s, n, True)
+        return self.cache._encode_text(self.core, text)
 
 
 cdef list _direct(CoreEncoder core, const uint8_t* s, Py_ssize_t n):
