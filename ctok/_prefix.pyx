@@ -370,6 +370,7 @@ cdef class _Entry:
         self.n_ids = 0
         self.n_ck = 0
         self.slot = -1
+        self.cut_q = -1
 
     def __dealloc__(self):
         free(self.ids)
@@ -609,8 +610,11 @@ cdef class PrefixCache:
         e_units = PyUnicode_GET_LENGTH(et)
         eraw = <const uint8_t*>PyUnicode_DATA(et)
         m = units if units < e_units else e_units
-        with nogil:
+        if m * kind <= 65536:                     # short work: releasing the GIL would cost more
             qc = common_prefix(raw, eraw, m * kind) // kind
+        else:
+            with nogil:
+                qc = common_prefix(raw, eraw, m * kind) // kind
         if qc == units and units == e_units:      # the same text again
             self._acquire()
             try:
@@ -622,8 +626,16 @@ cdef class PrefixCache:
             return self._ids_list(core, e, e.n_ids, NULL, 0)
         # where character qc starts in the entry's UTF-8, counted from the nearer end
         qb = ctok_utf8_len_units(et, 0, qc) if qc <= e_units - qc else e.n - ctok_utf8_len_units(et, qc, e_units)
-        with nogil:
-            p = find_cut(st, e.s, e.n, e.ids, e.n_ids, e.ck, e.n_ck, qb, &n_p)
+        # Prompts = one shared prefix + a message mostly end their common prefix at the same place: the cut
+        # found for it last time is the cut again (find_cut is a function of the entry and q).
+        if e.cut_q == qb:
+            p = e.cut_p
+            n_p = e.cut_n
+        else:
+            p = find_cut(st, e.s, e.n, e.ids, e.n_ids, e.ck, e.n_ck, qb, &n_p)   # from a checkpoint: short
+            e.cut_q = qb
+            e.cut_p = p
+            e.cut_n = n_p
         out.data = NULL; out.size = 0; out.cap = 0
         try:
             # the text's UTF-8 from p: the entry's bytes up to qb, then the rest converted
