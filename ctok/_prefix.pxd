@@ -28,7 +28,7 @@ cdef class _Entry:
     cdef list pylist            # private Python list whose first pylist_n items are ids[:pylist_n] (shared
     cdef Py_ssize_t pylist_n    # with the entries this one was extended from or into), or None
     cdef object text            # the exact str whose UTF-8 is s (its code units answer the str front), or None
-    cdef uint64_t front_key     # front_key of text's first PREFIX_BLOCK bytes of code units
+    cdef uint64_t front_key     # front_key(text) when text is not None
     cdef Py_ssize_t cut_q       # the str front's last find_cut: for q = cut_q (or -1), the cut cut_p with
     cdef Py_ssize_t cut_p       # cut_n ids before it (read and written with the GIL held, never released
     cdef Py_ssize_t cut_n       # in between)

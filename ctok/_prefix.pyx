@@ -51,7 +51,7 @@ Han-aware classes).  tests/test_prefix_cache.py checks the cut adversarially aga
 
 The str front.  A str prompt is converted to UTF-8 before the trie can be asked, and for a long prompt that
 conversion cost as much as the rest of a hit.  An entry made from a str keeps the str, and a small table
-(FRONT_SLOTS, keyed by the first PREFIX_BLOCK bytes of a str's code units and its kind) names the last such
+(FRONT_SLOTS, keyed by samples of a str's first FRONT_UNITS code units and its kind) names the last such
 entry per key: a str prompt is compared with that str's code units first, and only the part past the common
 prefix is converted (the entry's UTF-8 stands for the rest; its byte length is counted from the nearer end of
 the entry's str).  A text the general path would keep is then handed to it whole; any other is answered at
@@ -155,6 +155,7 @@ cdef enum:
     NODE_COST = 48              # bytes charged per trie node (table slot at load <= 1/2, plus slack)
     ENTRY_COST = 256            # bytes charged per entry for the object and its bookkeeping
     FRONT_SLOTS = 64            # the str front's table (a power of two)
+    FRONT_UNITS = 512           # the str front serves strs of at least this many code points, keyed by these
 
 
 # ---------------------------------------------------------------- the safe-cut bound
@@ -239,8 +240,12 @@ cdef inline uint64_t chain_hash(uint64_t prev, const uint8_t* block, Py_ssize_t 
 
 
 cdef inline uint64_t front_key(const uint8_t* raw, int kind) noexcept nogil:
-    """Key of a str in the str front: its first PREFIX_BLOCK bytes of code units (not UTF-8) and its kind."""
-    cdef uint64_t h = mix64(block_hash(raw) ^ <uint64_t>kind)
+    """Key of a str of at least FRONT_UNITS code points in the str front: samples of its first FRONT_UNITS code
+    units (not UTF-8: the first and the last PREFIX_BLOCK bytes of them) and its kind.  Many prompts open
+    alike ("You are a helpful assistant..."); a key over the first 512 code points tells most different
+    system prompts apart, and a shared part shorter than that saves little conversion anyway."""
+    cdef uint64_t h = mix64(block_hash(raw) ^ rotl(block_hash(raw + FRONT_UNITS * kind - PREFIX_BLOCK), 29)
+                            ^ <uint64_t>kind)     # FRONT_UNITS * kind >= PREFIX_BLOCK
     return h if h != 0 else 1
 
 
@@ -543,7 +548,7 @@ cdef class PrefixCache:
             text = exact_str(text)
         ctok_str_ready(text)
         n = PyUnicode_GET_LENGTH(text)
-        if (n >= self.min_bytes and n * PyUnicode_KIND(text) >= PREFIX_BLOCK and n < 0x3FFFFFF0
+        if (n >= self.min_bytes and n >= FRONT_UNITS and n < 0x3FFFFFF0
                 and self.max_bytes != 0):
             got = self._encode_front(core, text)
             if got is not None:
@@ -574,13 +579,13 @@ cdef class PrefixCache:
         is converted, and when the text is not to be kept (a short new part, as the general path decides),
         only that rest is encoded, as a text of its own from the safe cut p (the pieces from a piece boundary
         depend on the bytes from there on only: see the proof above).  The candidate is the last entry made
-        from a str starting with the same PREFIX_BLOCK bytes of code units; a deeper entry the trie would
+        from a str whose first FRONT_UNITS code units look the same (front_key); a deeper entry the trie would
         find can only be missed when the new part is short (else the text is kept, through the general path)."""
         cdef int kind = PyUnicode_KIND(text)
         cdef Py_ssize_t units = PyUnicode_GET_LENGTH(text), e_units, m, qc, qb, p, n_p = 0, got, n, end
         cdef const uint8_t* raw = <const uint8_t*>PyUnicode_DATA(text)
         cdef const uint8_t* eraw
-        cdef uint64_t key = front_key(raw, kind)  # units * kind >= PREFIX_BLOCK (_encode_text)
+        cdef uint64_t key = front_key(raw, kind)  # units >= FRONT_UNITS (_encode_text)
         cdef _Entry e
         cdef object et
         cdef _Utf8Copy full
@@ -805,8 +810,8 @@ cdef class PrefixCache:
             # ---- keep it: a new entry owning out and ck
             size = (n + out.size * sizeof(uint32_t) + ck.size * sizeof(uint32_t) + n_blocks * NODE_COST + ENTRY_COST
                     + (n_p if old is not None and old.pylist is not None else 0) * sizeof(void*))
-            if text is not None:
-                size += PyUnicode_GET_LENGTH(text) * PyUnicode_KIND(text)   # the str's own code units
+            if text is not None and (data is text or PyUnicode_GET_LENGTH(text) >= FRONT_UNITS):
+                size += PyUnicode_GET_LENGTH(text) * PyUnicode_KIND(text)   # the str's own code units, kept
             self._acquire()
             try:
                 if p:
@@ -829,8 +834,8 @@ cdef class PrefixCache:
                     new.n_ck = ck.size // 2
                     ck.data = NULL; ck.size = 0; ck.cap = 0
                     new.size = size
-                    if text is not None and PyUnicode_GET_LENGTH(text) * PyUnicode_KIND(text) >= PREFIX_BLOCK:
-                        new.text = text           # front_key reads PREFIX_BLOCK bytes of its code units
+                    if text is not None and PyUnicode_GET_LENGTH(text) >= FRONT_UNITS:
+                        new.text = text           # front_key reads FRONT_UNITS code units
                         new.front_key = front_key(<const uint8_t*>PyUnicode_DATA(text), PyUnicode_KIND(text))
                     if n_p and old.pylist is not None:
                         new.pylist = old.pylist               # shared: its first n_p items are also our ids
