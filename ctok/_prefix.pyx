@@ -103,7 +103,7 @@ cdef extern from *:
            must wait for */
         if (nh > 0) memcpy(items, head, (size_t)nh * sizeof(PyObject*));
         for (i = 0; i < nh; i++) Py_INCREF(items[i]);
-        for (k = 0; k < ni + nt; k++, i++) {
+        for (k = 0; k < ni + nt; k++, i++) {               /* i = nh + k < n, the array's size */
             uint32_t t = k < ni ? ids[k] : tail[k - ni];   /* ids the encoder emitted: < n_ids, the cache's size */
             PyObject* o = cache[t];
             if (o == NULL) {

@@ -167,6 +167,30 @@ def test_real_encodings_with_special_tokens(family):
     assert cache.stats()["hits"] > 0
 
 
+@pytest.mark.parametrize("family", _auto_families(), ids=lambda f: f.id)
+def test_real_encodings_str_front(family):
+    """Through an Encoding with its default cache (str in): long prompts sharing a 2-byte-kind system prompt,
+    with allowed special tokens between segments, equal the same Encoding's results with the cache off, and
+    the front answers segments."""
+    from _shared import shared_dir, corpus_text
+    shared_dir()
+    enc = ctok.load(str(family.source_file()))
+    off = enc._with_options(long_input_split=enc.long_input_split)   # a copy sharing the tables
+    off.set_prefix_cache(0)
+    assert off.prefix_cache_stats() is None
+    if not enc._native_plain() or enc.prefix_cache_stats() is None:
+        pytest.skip("no prefix cache for this encoding")
+    rnd = random.Random(SEED + 9)
+    system = corpus_text("en_dracula.txt", 3000) + " \u201cquoted\u201d \u2014 "
+    specials = sorted(enc.special_tokens)[:2] or [""]
+    for i in range(30):
+        sp = specials[i % len(specials)]
+        text = system + rand_text(rnd, 30).decode("utf-8", "replace") + (sp + system if i % 3 == 0 else "")
+        assert enc.encode(text, allowed_special="all") == off.encode(text, allowed_special="all")
+        assert enc.encode_ordinary(text) == off.encode_ordinary(text)
+    assert enc.prefix_cache_stats()["front_hits"] > 20
+
+
 def _with_cache(enc, cache):
     """A shallow copy of enc whose ordinary text goes through cache (what the Encoding integration does)."""
     import copy
@@ -452,7 +476,7 @@ def test_tokenizer_json_files_use_the_cache_exactly(rel):
         text = system + tail + str(i)
         assert enc.encode_ordinary(text) == ref.encode(text, add_special_tokens=False).ids, (rel, tail)
     stats = enc.prefix_cache_stats()
-    assert stats["hits"] > 0 and stats["reused_bytes"] > 0
+    assert stats["hits"] > 0 and stats["reused_bytes"] > 0 and stats["front_hits"] > 0
     enc.set_prefix_cache(0)
     assert enc.prefix_cache_stats() is None
     assert enc.encode_ordinary(system + tails[0]) == ref.encode(system + tails[0], add_special_tokens=False).ids
