@@ -27,6 +27,11 @@ cdef class _Entry:
     cdef Py_ssize_t slot        # index in the node table's values; -1 once removed
     cdef list pylist            # private Python list whose first pylist_n items are ids[:pylist_n] (shared
     cdef Py_ssize_t pylist_n    # with the entries this one was extended from or into), or None
+    cdef object text            # the exact str whose UTF-8 is s (its code units answer the str front), or None
+    cdef uint64_t front_key     # front_key(text) when text is not None
+    cdef Py_ssize_t cut_q       # the str front's last find_cut: for q = cut_q (or -1), the cut cut_p with
+    cdef Py_ssize_t cut_p       # cut_n ids before it (read and written with the GIL held, never released
+    cdef Py_ssize_t cut_n       # in between)
 
 
 cdef class PrefixCache:
@@ -37,6 +42,7 @@ cdef class PrefixCache:
     cdef bint _served_ok        # valid UTF-8 (str input)
     cdef bint _served_text_ok
     cdef object _lru            # OrderedDict slot -> _Entry, least recently used first
+    cdef list _front            # FRONT_SLOTS: the last entry made from a str, by front_key of its start, or None
     cdef list _free_slots
     cdef Py_ssize_t _next_slot
     cdef uint64_t* _seen        # admission: first-block hashes of recent misses (direct mapped)
@@ -46,12 +52,16 @@ cdef class PrefixCache:
     cdef Py_ssize_t _n_nodes
     cdef Py_ssize_t _bytes_used
     cdef readonly unsigned long long hits, misses, reused_bytes, encoded_bytes, evictions, inserts
-    cdef readonly unsigned long long passthrough
+    cdef readonly unsigned long long passthrough, front_hits
     cdef _alloc_table(self, Py_ssize_t cap)
     cdef int _table_put(self, uint64_t h, int32_t slot) except -1
     cdef void _table_del(self, uint64_t h, int32_t slot) noexcept
     cdef int32_t _table_find(self, uint64_t h) noexcept
     cdef void _remove(self, _Entry e) except *
     cdef inline void _acquire(self) noexcept
-    cdef list _encode(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n, bint is_text)
+    cdef bint _serves(self, CoreEncoder core, bint is_text)
+    cdef list _encode_text(self, CoreEncoder core, object text)
+    cdef object _encode_front(self, CoreEncoder core, str text)
+    cdef list _encode(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n, bint is_text,
+                      object text)
     cdef list _ids_list(self, CoreEncoder core, _Entry old, Py_ssize_t n_p, const uint32_t* tail, Py_ssize_t tail_n)

@@ -49,6 +49,14 @@ character starting before p is read at most 3 bytes past its start.  Hence
 where the letter run uses any of CT_L|CT_UP|CT_LO|CT_M (a superset for every kind, so also for Kimi's
 Han-aware classes).  tests/test_prefix_cache.py checks the cut adversarially against the uncached encoder.
 
+The str front.  A str prompt is converted to UTF-8 before the trie can be asked, and for a long prompt that
+conversion cost as much as the rest of a hit.  An entry made from a str keeps the str, and a small table
+(FRONT_SLOTS, keyed by samples of a str's first FRONT_UNITS code units and its kind) names the last such
+entry per key: a str prompt is compared with that str's code units first, and only the part past the common
+prefix is converted (the entry's UTF-8 stands for the rest; its byte length is counted from the nearer end of
+the entry's str).  A text the general path would keep is then handed to it whole; any other is answered at
+once.  Prompts of another kind than the entry's str, and lone surrogates, take the general path.
+
 Thread safety: a lock guards the node table, the LRU order and the counters; verification, the tail
 encoding and list building run outside it (the tail with the GIL released).  An entry is immutable once
 made, and the caller holds a reference to the entry it reuses, so a concurrent eviction cannot free it.
@@ -59,14 +67,66 @@ import threading
 cimport cython
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.object cimport PyObject
 
 cdef extern from "Python.h":
+    ctypedef struct PyListObject:
+        PyObject** ob_item
     const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
     Py_ssize_t PyUnicode_GET_LENGTH(object s)
+    int PyUnicode_KIND(object s)
+    void* PyUnicode_DATA(object s)
     void* PyErr_Occurred()
 
 cdef extern from "_utf8.h":
     const char* ctok_utf8_view(object text, Py_ssize_t* n, char** owned)
+    int ctok_str_ready(object text) except -1
+    Py_ssize_t ctok_utf8_write_units(object text, Py_ssize_t a, Py_ssize_t b, uint8_t* out) noexcept nogil
+    Py_ssize_t ctok_utf8_len_units(object text, Py_ssize_t a, Py_ssize_t b) noexcept nogil
+
+cdef extern from *:
+    """
+    /* The list of head[0:nh] (new references to the same objects) followed by the ints of ids[0:ni] and of
+       tail[0:nt] (from, and added to, cache[id]): one array filled once and taken by the list when complete,
+       where a slice of the cached list plus `+=` would zero, copy and grow the array three times.  As
+       ctok_ids_list (_encoder.pyx): the list is never seen with an unset slot, and a failed int allocation
+       leaves nothing half made. */
+    static PyObject* ctok_prefix_list(PyObject* const* head, Py_ssize_t nh, const uint32_t* ids, Py_ssize_t ni,
+                                      const uint32_t* tail, Py_ssize_t nt, PyObject** cache) {
+        PyListObject* op = (PyListObject*)PyList_New(0);
+        Py_ssize_t n = nh + ni + nt, i, j, k;
+        PyObject** items;
+        if (op == NULL || n == 0) return (PyObject*)op;
+        items = (PyObject**)PyMem_Malloc((size_t)n * sizeof(PyObject*));
+        if (items == NULL) { Py_DECREF(op); return PyErr_NoMemory(); }
+        /* a copy, then the reference counts: the loop of increments then has no store that its next load
+           must wait for */
+        if (nh > 0) memcpy(items, head, (size_t)nh * sizeof(PyObject*));
+        for (i = 0; i < nh; i++) Py_INCREF(items[i]);
+        for (k = 0; k < ni + nt; k++, i++) {               /* i = nh + k < n, the array's size */
+            uint32_t t = k < ni ? ids[k] : tail[k - ni];   /* ids the encoder emitted: < n_ids, the cache's size */
+            PyObject* o = cache[t];
+            if (o == NULL) {
+                o = PyLong_FromUnsignedLong(t);
+                if (o == NULL) {
+                    for (j = 0; j < i; j++) Py_DECREF(items[j]);
+                    PyMem_Free(items);
+                    Py_DECREF(op);
+                    return NULL;
+                }
+                cache[t] = o;                  /* the cache keeps this reference */
+            }
+            Py_INCREF(o);
+            items[i] = o;
+        }
+        op->ob_item = items;
+        op->allocated = n;
+        Py_SET_SIZE(op, n);
+        return (PyObject*)op;
+    }
+    """
+    list ctok_prefix_list(PyObject* const* head, Py_ssize_t nh, const uint32_t* ids, Py_ssize_t ni,
+                          const uint32_t* tail, Py_ssize_t nt, PyObject** cache)
 from cpython.pythread cimport (PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock,
                                PyThread_acquire_lock, PyThread_release_lock, WAIT_LOCK, NOWAIT_LOCK)
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int32_t
@@ -94,6 +154,8 @@ cdef enum:
     SEEN_SLOTS = 4096           # admission sketch size (a power of two)
     NODE_COST = 48              # bytes charged per trie node (table slot at load <= 1/2, plus slack)
     ENTRY_COST = 256            # bytes charged per entry for the object and its bookkeeping
+    FRONT_SLOTS = 64            # the str front's table (a power of two)
+    FRONT_UNITS = 512           # the str front serves strs of at least this many code points, keyed by these
 
 
 # ---------------------------------------------------------------- the safe-cut bound
@@ -175,6 +237,16 @@ cdef inline uint64_t chain_hash(uint64_t prev, const uint8_t* block, Py_ssize_t 
     """Key of the node for the first k blocks, given the key for the first k - 1 (0 for k = 1)."""
     cdef uint64_t h = mix64((prev ^ block_hash(block)) * 0xBF58476D1CE4E5B9ULL + <uint64_t>k)
     return h if h != 0 else 1                     # 0 marks a free table slot
+
+
+cdef inline uint64_t front_key(const uint8_t* raw, int kind) noexcept nogil:
+    """Key of a str of at least FRONT_UNITS code points in the str front: samples of its first FRONT_UNITS code
+    units (not UTF-8: the first and the last PREFIX_BLOCK bytes of them) and its kind.  Many prompts open
+    alike ("You are a helpful assistant..."); a key over the first 512 code points tells most different
+    system prompts apart, and a shared part shorter than that saves little conversion anyway."""
+    cdef uint64_t h = mix64(block_hash(raw) ^ rotl(block_hash(raw + FRONT_UNITS * kind - PREFIX_BLOCK), 29)
+                            ^ <uint64_t>kind)     # FRONT_UNITS * kind >= PREFIX_BLOCK
+    return h if h != 0 else 1
 
 
 cdef void prefix_hashes(const uint8_t* s, Py_ssize_t n_blocks, uint64_t* out) noexcept nogil:
@@ -303,6 +375,7 @@ cdef class _Entry:
         self.n_ids = 0
         self.n_ck = 0
         self.slot = -1
+        self.cut_q = -1
 
     def __dealloc__(self):
         free(self.ids)
@@ -333,12 +406,13 @@ cdef class PrefixCache:
         self.max_bytes = max_bytes
         self.min_bytes = min_bytes
         self._lru = OrderedDict()
+        self._front = [None] * FRONT_SLOTS
         self._free_slots = []
         self._next_slot = 0
         self._n_nodes = 0
         self._bytes_used = 0
         self.hits = self.misses = self.reused_bytes = self.encoded_bytes = 0
-        self.evictions = self.inserts = self.passthrough = 0
+        self.evictions = self.inserts = self.passthrough = self.front_hits = 0
         self._alloc_table(1024)
 
     def __dealloc__(self):
@@ -451,39 +525,188 @@ cdef class PrefixCache:
             h = chain_hash(h, s + k * PREFIX_BLOCK, k + 1)
             self._table_del(h, slot)
         self._lru.pop(slot, None)
+        if e.text is not None and self._front[e.front_key & (FRONT_SLOTS - 1)] is e:   # masked to its length
+            self._front[e.front_key & (FRONT_SLOTS - 1)] = None
         self._free_slots.append(slot)
         self._bytes_used -= e.size
         e.slot = -1
 
     def encode(self, CoreEncoder core not None, bytes data not None):
         """core.encode_ordinary(data), reusing the ids of the longest safely cut cached prefix."""
-        return self._encode(core, data, <const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), False)
+        return self._encode(core, data, <const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), False,
+                            None)
 
     def encode_str(self, CoreEncoder core not None, text):
         """core.encode_str(text) through the cache (a long text's UTF-8 made by ctok, as the encoder makes it)."""
+        return self._encode_text(core, text)
+
+    cdef list _encode_text(self, CoreEncoder core, object text):
         cdef Py_ssize_t n
         cdef const char* s
-        cdef object holder
+        cdef object holder, got
         if type(text) is not str:
             text = exact_str(text)
+        ctok_str_ready(text)
+        n = PyUnicode_GET_LENGTH(text)
+        if (n >= self.min_bytes and n >= FRONT_UNITS and n < 0x3FFFFFF0
+                and self.max_bytes != 0):
+            got = self._encode_front(core, text)
+            if got is not None:
+                return got
         holder = _utf8_of(text, &s, &n)
         if holder is None:                        # lone surrogates: the encoder's own repair path
             return core.encode_str(text)
         if n < self.min_bytes:
             return _direct(core, <const uint8_t*>s, n)
-        return self._encode(core, holder, <const uint8_t*>s, n, True)
+        return self._encode(core, holder, <const uint8_t*>s, n, True, text)
+
+    cdef bint _serves(self, CoreEncoder core, bint is_text):
+        """Whether the cache may serve core (a native pretokenizer, ids that spell their bytes: see
+        byte_exact) for str input (is_text) or for any bytes."""
+        cdef int kind = core.pretok_kind
+        cdef bint kind_ok
+        if core is not self._served:
+            kind_ok = PRETOK_WHOLE < kind < PRETOK_N_KINDS
+            self._served_ok = kind_ok and byte_exact(core, False)
+            self._served_text_ok = kind_ok and byte_exact(core, True)
+            self._served = core
+        return self._served_text_ok if is_text else self._served_ok
+
+    cdef object _encode_front(self, CoreEncoder core, str text):
+        """The str front: text's ids, or None when the general path must answer.  A str prompt sharing a long
+        start with the str a cached entry was made from is compared with that str's code units (a memcmp),
+        so the shared part is never converted to UTF-8: the entry's own UTF-8 stands for it.  Only the rest
+        is converted, and when the text is not to be kept (a short new part, as the general path decides),
+        only that rest is encoded, as a text of its own from the safe cut p (the pieces from a piece boundary
+        depend on the bytes from there on only: see the proof above).  The candidate is the last entry made
+        from a str whose first FRONT_UNITS code units look the same (front_key); a deeper entry the trie would
+        find can only be missed when the new part is short (else the text is kept, through the general path)."""
+        cdef int kind = PyUnicode_KIND(text)
+        cdef Py_ssize_t units = PyUnicode_GET_LENGTH(text), e_units, m, qc, qb, p, n_p = 0, got, n, end
+        cdef const uint8_t* raw = <const uint8_t*>PyUnicode_DATA(text)
+        cdef const uint8_t* eraw
+        cdef uint64_t key = front_key(raw, kind)  # units >= FRONT_UNITS (_encode_text)
+        cdef _Entry e
+        cdef object et
+        cdef _Utf8Copy full
+        cdef uint8_t* buf = NULL
+        cdef IdVec out
+        cdef BpeScratch sc
+        cdef BpeScratch* scp
+        cdef const EncoderState* st = &core.state
+        cdef int rc
+        cdef bint keep
+        if not self._serves(core, True):
+            return None
+        # A look without the lock first (the GIL keeps the list read whole): unrelated texts take no lock here.
+        e = <_Entry>self._front[key & (FRONT_SLOTS - 1)]       # masked to its length
+        if e is None or e.front_key != key:
+            return None
+        self._acquire()
+        try:
+            if e.slot < 0:                        # evicted meanwhile
+                return None
+            self._lru.move_to_end(e.slot)
+        finally:
+            PyThread_release_lock(self._plock)
+        et = e.text
+        if PyUnicode_KIND(et) != kind:
+            return None
+        e_units = PyUnicode_GET_LENGTH(et)
+        eraw = <const uint8_t*>PyUnicode_DATA(et)
+        m = units if units < e_units else e_units
+        if m * kind <= 65536:                     # short work: releasing the GIL would cost more
+            qc = common_prefix(raw, eraw, m * kind) // kind
+        else:
+            with nogil:
+                qc = common_prefix(raw, eraw, m * kind) // kind
+        if qc == units and units == e_units:      # the same text again
+            self._acquire()
+            try:
+                self.hits += 1
+                self.front_hits += 1
+                self.reused_bytes += e.n
+            finally:
+                PyThread_release_lock(self._plock)
+            return self._ids_list(core, e, e.n_ids, NULL, 0)
+        # where character qc starts in the entry's UTF-8, counted from the nearer end
+        qb = ctok_utf8_len_units(et, 0, qc) if qc <= e_units - qc else e.n - ctok_utf8_len_units(et, qc, e_units)
+        # Prompts = one shared prefix + a message mostly end their common prefix at the same place: the cut
+        # found for it last time is the cut again (find_cut is a function of the entry and q).
+        if e.cut_q == qb:
+            p = e.cut_p
+            n_p = e.cut_n
+        else:
+            p = find_cut(st, e.s, e.n, e.ids, e.n_ids, e.ck, e.n_ck, qb, &n_p)   # from a checkpoint: short
+            e.cut_q = qb
+            e.cut_p = p
+            e.cut_n = n_p
+        out.data = NULL; out.size = 0; out.cap = 0
+        try:
+            # the text's UTF-8 from p: the entry's bytes up to qb, then the rest converted
+            buf = <uint8_t*>malloc(qb - p + (units - qc) * (kind + 1 if kind < 4 else 4) + 1)
+            if buf == NULL:
+                raise MemoryError()
+            memcpy(buf, e.s + p, qb - p)          # p <= qb <= e.n
+            got = ctok_utf8_write_units(text, qc, units, buf + (qb - p))
+            if got < 0:
+                return None                       # a surrogate: the general path repairs it
+            n = qb + got
+            if n >= 0xFFFFFFF0:
+                return None
+            # the general path's rule (q = qb, an = e.n): kept when it extends the entry or adds enough
+            keep = qb == e.n or (n - qb >= self.min_bytes and n - qb >= qb // 8)
+            if qb == n:
+                keep = False                      # a prefix of the entry's text
+            if keep:
+                full = _Utf8Copy()
+                full.buf = <char*>malloc(n + 1)
+                if full.buf == NULL:
+                    raise MemoryError()
+                memcpy(full.buf, e.s, p)
+                memcpy(full.buf + p, buf, n - p)
+                full.n = n
+                return self._encode(core, full, <const uint8_t*>full.buf, n, True, text)
+            if idvec_reserve(&out, (n - p) // 3 + 16) != BPE_OK:
+                raise MemoryError()
+            scp = core.take_scratch(&sc)
+            if n - p < 2048:
+                rc = encode_state_span(st, buf, n - p, 0, n - p, &out, scp, &end)
+            else:
+                with nogil:
+                    rc = encode_state_span(st, buf, n - p, 0, n - p, &out, scp, &end)
+            core.give_scratch(scp, &sc)
+            if rc != BPE_OK:
+                raise MemoryError()
+            result = self._ids_list(core, e, n_p, out.data, out.size)
+            self._acquire()
+            try:
+                if p:
+                    self.hits += 1
+                    self.reused_bytes += p
+                else:
+                    self.misses += 1
+                self.front_hits += 1
+                self.encoded_bytes += n - p
+            finally:
+                PyThread_release_lock(self._plock)
+            return result
+        finally:
+            free(buf)
+            idvec_free(&out)
 
     def bind(self, CoreEncoder core not None):
         """A callable text -> ids: `core.encode_str` through this cache (a drop-in for it; a bound method,
         which Python calls about as cheaply as core.encode_str itself)."""
         return _BoundEncode(self, core).encode_str
 
-    cdef list _encode(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n, bint is_text):
+    cdef list _encode(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n, bint is_text,
+                      object text):
         # data: the bytes, str or _Utf8Copy whose UTF-8 form is s[0:n]; a kept entry holds it (and so the buffer).
-        # is_text: s[0:n] is valid UTF-8 (a str's); bytes input may hold any byte.
+        # is_text: s[0:n] is valid UTF-8 (a str's); bytes input may hold any byte.  text: the exact str whose
+        # UTF-8 s is (a kept entry holds it for the str front), or None.
         cdef Py_ssize_t n_blocks = n // PREFIX_BLOCK, k, level = 0, q = 0, m, p = 0, n_p = 0, j, size
         cdef const EncoderState* st = &core.state
-        cdef int kind = core.pretok_kind
         cdef int rc
         cdef int32_t slot
         cdef uint64_t* hashes
@@ -493,16 +716,11 @@ cdef class PrefixCache:
         cdef IdVec out, ck, view
         cdef BpeScratch sc
         cdef BpeScratch* scp
-        cdef bint keep, kind_ok
+        cdef bint keep
         cdef Py_ssize_t base
         cdef uint64_t small_hashes[64]
-        if core is not self._served:
-            kind_ok = PRETOK_WHOLE < kind < PRETOK_N_KINDS
-            self._served_ok = kind_ok and byte_exact(core, False)
-            self._served_text_ok = kind_ok and byte_exact(core, True)
-            self._served = core
         if (self.max_bytes == 0 or n_blocks == 0 or n < self.min_bytes or n >= 0xFFFFFFF0
-                or not (self._served_text_ok if is_text else self._served_ok)):
+                or not self._serves(core, is_text)):
             self.passthrough += 1
             return _plain(core, data)
         if n_blocks <= 64:
@@ -592,8 +810,8 @@ cdef class PrefixCache:
             # ---- keep it: a new entry owning out and ck
             size = (n + out.size * sizeof(uint32_t) + ck.size * sizeof(uint32_t) + n_blocks * NODE_COST + ENTRY_COST
                     + (n_p if old is not None and old.pylist is not None else 0) * sizeof(void*))
-            if type(data) is not bytes:
-                size += n                         # a str's own characters take at most as much as its UTF-8
+            if text is not None and (data is text or PyUnicode_GET_LENGTH(text) >= FRONT_UNITS):
+                size += PyUnicode_GET_LENGTH(text) * PyUnicode_KIND(text)   # the str's own code units, kept
             self._acquire()
             try:
                 if p:
@@ -616,6 +834,9 @@ cdef class PrefixCache:
                     new.n_ck = ck.size // 2
                     ck.data = NULL; ck.size = 0; ck.cap = 0
                     new.size = size
+                    if text is not None and PyUnicode_GET_LENGTH(text) >= FRONT_UNITS:
+                        new.text = text           # front_key reads FRONT_UNITS code units
+                        new.front_key = front_key(<const uint8_t*>PyUnicode_DATA(text), PyUnicode_KIND(text))
                     if n_p and old.pylist is not None:
                         new.pylist = old.pylist               # shared: its first n_p items are also our ids
                         new.pylist_n = n_p if n_p < old.pylist_n else old.pylist_n
@@ -630,6 +851,8 @@ cdef class PrefixCache:
                     self.inserts += 1
                     for k in range(n_blocks):
                         self._table_put(hashes[k], slot)
+                    if new.text is not None:
+                        self._front[new.front_key & (FRONT_SLOTS - 1)] = new   # masked to its length
                     if old is not None and q == an and old.slot >= 0:
                         self._remove(old)             # the new text extends it: it is redundant now
                 while self._bytes_used > self.max_bytes and self._lru:   # the new entry alone fits
@@ -646,18 +869,18 @@ cdef class PrefixCache:
 
     cdef list _ids_list(self, CoreEncoder core, _Entry old, Py_ssize_t n_p, const uint32_t* tail,
                         Py_ssize_t tail_n):
-        """The result list: old's ids[:n_p] (copied from old's Python list of its ids, made and kept on first
-        use: copying list items costs a reference count each, half of making them from ids), then tail."""
-        cdef list result
+        """The result list: old's ids[:n_p] (their ints taken from old's Python list of its ids, made and kept
+        on first use: copying list items costs a reference count each, half of making them from ids), then
+        tail, built in one pass."""
         cdef IdVec view
-        cdef Py_ssize_t have
-        view.data = <uint32_t*>tail; view.size = tail_n; view.cap = tail_n
-        if old is None or n_p == 0:
-            return core.ids_to_list(&view)
-        if n_p < 64:
-            view.data = old.ids; view.size = n_p; view.cap = n_p
-            result = core.ids_to_list(&view)
-        else:
+        cdef Py_ssize_t have = 0
+        cdef PyObject** items = NULL
+        if core.int_cache == NULL:
+            view.data = NULL; view.size = 0; view.cap = 0
+            core.ids_to_list(&view)               # makes the encoder's int cache
+        if old is None:
+            n_p = 0
+        elif n_p >= 64:
             if old.pylist is None or old.pylist_n < n_p // 2:   # none, or it covers too little: (re)make it
                 view.data = old.ids; view.size = old.n_ids; view.cap = old.n_ids
                 old.pylist = core.ids_to_list(&view)
@@ -667,17 +890,15 @@ cdef class PrefixCache:
                     if old.slot >= 0:             # charge it to the entry that made it
                         old.size += old.n_ids * sizeof(void*)
                         self._bytes_used += old.n_ids * sizeof(void*)
+                        while self._bytes_used > self.max_bytes and self._lru:
+                            self._remove(self._lru[next(iter(self._lru))])
+                            self.evictions += 1
                 finally:
                     PyThread_release_lock(self._plock)
             have = n_p if n_p < old.pylist_n else old.pylist_n
-            result = old.pylist[:have]
-            if have < n_p:
-                view.data = old.ids + have; view.size = n_p - have; view.cap = view.size
-                result += core.ids_to_list(&view)
-        if tail_n:
-            view.data = <uint32_t*>tail; view.size = tail_n; view.cap = tail_n
-            result += core.ids_to_list(&view)
-        return result
+            items = (<PyListObject*>old.pylist).ob_item   # pylist is private, never resized: have <= its size
+        return ctok_prefix_list(<PyObject* const*>items, have, old.ids + have if old is not None else NULL,
+                                n_p - have, tail, tail_n, core.int_cache)
 
     def clear(self):
         """Drop every cached text (the counters stay)."""
@@ -686,6 +907,7 @@ cdef class PrefixCache:
             for e in list(self._lru.values()):
                 (<_Entry>e).slot = -1
             self._lru.clear()
+            self._front = [None] * FRONT_SLOTS
             self._free_slots = []
             self._next_slot = 0
             self._bytes_used = 0
@@ -697,14 +919,15 @@ cdef class PrefixCache:
 
     def stats(self):
         """Counters: hits (reused a prefix), misses, reused_bytes, encoded_bytes, evictions, entries, nodes,
-        bytes_used, max_bytes, inserts, passthrough (texts too short or an encoder the cache cannot serve)."""
+        bytes_used, max_bytes, inserts, passthrough (texts too short or an encoder the cache cannot serve),
+        front_hits (str texts answered by the str front, without the trie: a subset of hits and misses)."""
         self._acquire()
         try:
             return {
                 "hits": self.hits, "misses": self.misses, "reused_bytes": self.reused_bytes,
                 "encoded_bytes": self.encoded_bytes, "evictions": self.evictions, "entries": len(self._lru),
                 "nodes": self._n_nodes, "bytes_used": self._bytes_used, "max_bytes": self.max_bytes,
-                "inserts": self.inserts, "passthrough": self.passthrough,
+                "inserts": self.inserts, "passthrough": self.passthrough, "front_hits": self.front_hits,
             }
         finally:
             PyThread_release_lock(self._plock)
@@ -778,17 +1001,7 @@ cdef class _BoundEncode:
         return self.cache
 
     def encode_str(self, text):
-        cdef Py_ssize_t n
-        cdef const char* s
-        cdef object holder
-        if type(text) is not str:
-            text = exact_str(text)
-        holder = _utf8_of(text, &s, &n)
-        if holder is None:                        # lone surrogates: the encoder's own repair path
-            return self.core.encode_str(text)
-        if n < self.cache.min_bytes:              # no lookup: encode at once, as core.encode_str would
-            return _direct(self.core, <const uint8_t*>s, n)
-        return self.cache._encode(self.core, holder, <const uint8_t*>s, n, True)
+        return self.cache._encode_text(self.core, text)
 
 
 cdef list _direct(CoreEncoder core, const uint8_t* s, Py_ssize_t n):

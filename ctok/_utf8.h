@@ -233,6 +233,47 @@ static Py_ssize_t ctok_utf8_write(PyObject* text, uint8_t* out, const ctok_marke
     return ctok_utf8_from_ucs4((const uint32_t*)PyUnicode_DATA(text), len, out, mk);
 }
 
+/* 0 once text (an exact str) is ready for PyUnicode_KIND / PyUnicode_DATA, -1 with an exception. */
+static inline int ctok_str_ready(PyObject* text) {
+#if PY_VERSION_HEX < 0x030C0000
+    return PyUnicode_READY(text);
+#else
+    (void)text;
+    return 0;
+#endif
+}
+
+/* The UTF-8 of the code points text[a:b] (an exact, ready str, 0 <= a <= b <= its length) at out, which has
+ * room for (b - a) * (2, 3 or 4 for a 1-, 2- or 4-byte kind) + 1 bytes: returns the number of bytes, or -1
+ * at a surrogate.  The prefix cache converts only the part of a prompt that its cached prefix does not
+ * cover. */
+static inline Py_ssize_t ctok_utf8_write_units(PyObject* text, Py_ssize_t a, Py_ssize_t b, uint8_t* out) {
+    int kind = PyUnicode_KIND(text);
+    const char* d = (const char*)PyUnicode_DATA(text);
+    if (kind == PyUnicode_1BYTE_KIND) return ctok_utf8_from_ucs1((const uint8_t*)d + a, b - a, out, NULL);
+    if (kind == PyUnicode_2BYTE_KIND) return ctok_utf8_from_ucs2((const uint16_t*)d + a, b - a, out, NULL);
+    return ctok_utf8_from_ucs4((const uint32_t*)d + a, b - a, out, NULL);
+}
+
+/* The length of the UTF-8 of text[a:b] (an exact, ready str holding no surrogate): counted, not written, so
+ * that the prefix cache finds where a character of a cached str starts in its UTF-8. */
+static inline Py_ssize_t ctok_utf8_len_units(PyObject* text, Py_ssize_t a, Py_ssize_t b) {
+    int kind = PyUnicode_KIND(text);
+    const void* d = PyUnicode_DATA(text);
+    Py_ssize_t i, n = b - a;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const uint8_t* s = (const uint8_t*)d;
+        for (i = a; i < b; i++) n += s[i] >= 0x80;
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        const uint16_t* s = (const uint16_t*)d;
+        for (i = a; i < b; i++) n += (s[i] >= 0x80) + (s[i] >= 0x800);
+    } else {
+        const uint32_t* s = (const uint32_t*)d;
+        for (i = a; i < b; i++) n += (s[i] >= 0x80) + (s[i] >= 0x800) + (s[i] >= 0x10000);
+    }
+    return n;
+}
+
 /* The copying half of ctok_utf8_view, for a str that ctok_utf8_view_cheap left to it: callable without the
  * GIL (it reads the immutable str and calls malloc only, so the caller must keep the str alive).  Returns
  * the buffer (the caller frees it) and sets *n, or NULL with *status 1 at a surrogate, 2 when out of memory. */

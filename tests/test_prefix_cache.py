@@ -167,11 +167,38 @@ def test_real_encodings_with_special_tokens(family):
     assert cache.stats()["hits"] > 0
 
 
+@pytest.mark.parametrize("family", _auto_families(), ids=lambda f: f.id)
+def test_real_encodings_str_front(family):
+    """Through an Encoding with its default cache (str in): long prompts sharing a 2-byte-kind system prompt,
+    with allowed special tokens between segments, equal the same Encoding's results with the cache off, and
+    the front answers segments."""
+    from _shared import shared_dir, corpus_text
+    shared_dir()
+    loaded = ctok.load(str(family.source_file()))
+    if not loaded._native_plain() or loaded.prefix_cache_stats() is None:
+        pytest.skip("no prefix cache for this encoding")
+    enc = loaded._with_options(long_input_split=loaded.long_input_split)   # copies sharing the tables
+    enc.set_prefix_cache(1 << 24)                                          # a fresh cache of its own
+    off = loaded._with_options(long_input_split=loaded.long_input_split)
+    off.set_prefix_cache(0)
+    assert off.prefix_cache_stats() is None
+    rnd = random.Random(SEED + 9)
+    system = corpus_text("en_dracula.txt", 3000) + " \u201cquoted\u201d \u2014 "
+    specials = sorted(enc.special_tokens)[:2] or [""]
+    for i in range(30):
+        sp = specials[i % len(specials)]
+        text = system + rand_text(rnd, 30).decode("utf-8", "replace") + (sp + system if i % 3 == 0 else "")
+        assert enc.encode(text, allowed_special="all") == off.encode(text, allowed_special="all")
+        assert enc.encode_ordinary(text) == off.encode_ordinary(text)
+    assert enc.prefix_cache_stats()["front_hits"] > 20
+
+
 def _with_cache(enc, cache):
-    """A shallow copy of enc whose ordinary text goes through cache (what the Encoding integration does)."""
-    import copy
+    """A copy of enc whose ordinary text goes through cache (what the Encoding integration does).  Not
+    copy.copy: an Encoding reduces to its loader, which returns the same shared object, and the patch below
+    would stay on it for every later test."""
     from ctok.core import _utf8
-    c = copy.copy(enc)
+    c = enc._with_options(long_input_split=enc.long_input_split)
     core = enc._core
     c._encode_plain = lambda text: cache.encode(core, _utf8(text))
     return c
@@ -254,6 +281,38 @@ def test_threads_share_one_cache(o200k):
     assert cache.stats()["bytes_used"] <= 300_000
 
 
+def test_threads_share_the_str_front(o200k):
+    """Str prompts from several threads (half of them through bind) while a small budget evicts entries
+    that the front names: always the uncached ids."""
+    core = o200k._core
+    rnd = random.Random(SEED + 6)
+    bases = ["".join(rnd.choice(STR_POOLS[k]) for _ in range(3000)) for k in ("ucs2", "ucs4", "latin1", "ucs2")]
+    cache = PrefixCache(150_000)
+    bound = cache.bind(core)
+    errors = []
+
+    def work(k):
+        r = random.Random(k)
+        try:
+            for _ in range(120):
+                b = r.choice(bases)
+                d = b[:r.randint(len(b) // 2, len(b))] + "".join(r.choice(STR_ATOMS) for _ in range(r.randint(0, 40)))
+                got = bound(d) if k % 2 else cache.encode_str(core, d)
+                if got != core.encode_str(d):
+                    errors.append(d)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert cache.stats()["bytes_used"] <= 150_000
+    assert cache.stats()["front_hits"] > 50
+
+
 def test_str_entry_points_and_bind(o200k):
     """encode_str / bind(core) take a str (its UTF-8 form cached by CPython) and equal core.encode_str."""
     core = o200k._core
@@ -286,6 +345,113 @@ def test_str_entry_points_and_bind(o200k):
         enc(b"bytes")
 
 
+# The str front (PrefixCache._encode_front) compares a str prompt's code units with the str a cached entry was
+# made from and converts only the rest.  Characters whose UTF-8 shares its lead bytes with a neighbour's (a
+# prompt that differs from the cached one inside a multi-byte character), of every str kind.
+STR_ATOMS = sorted({a.decode("utf-8", "replace") for a in ATOMS} | {
+    "\u00e9", "\u00e8", "\u00ff", "\u00df", "\u4e2d", "\u4e30", "\u0436", "\u0437", "\U0001f642", "\U0001f643",
+    "\U0001f44d\U0001f3fd", "\u00a0", "\u3000 ", "'S", " 12 ", "\r\n  "})
+STR_POOLS = {
+    "ascii": [a for a in STR_ATOMS if a.isascii()],
+    "latin1": [a for a in STR_ATOMS if max(map(ord, a)) < 0x100],
+    "ucs2": [a for a in STR_ATOMS if max(map(ord, a)) < 0x10000],
+    "ucs4": STR_ATOMS,
+}
+
+
+class _Str(str):
+    pass
+
+
+def _str_variant(rnd, base, pool):
+    k = rnd.randint(0, len(base))
+    tail = "".join(rnd.choice(pool) for _ in range(rnd.randint(0, 30)))
+    way = rnd.randrange(9)
+    if way == 0:
+        return base
+    if way == 1:
+        return base[:k]
+    if way == 2:
+        return base + tail
+    if way == 3 and k < len(base):                    # a neighbouring code point: often the same lead bytes
+        c = ord(base[k]) ^ rnd.choice((1, 2, 0x40))
+        if 0xD800 <= c < 0xE000:
+            c = 0x41
+        return base[:k] + chr(c) + base[k + 1:]
+    if way == 4:
+        return base[:k] + "\ud800" + tail            # a lone surrogate in the converted part
+    if way == 5:
+        return _Str(base[:k] + tail)
+    if way == 6:                                      # another kind from k on
+        return base[:k] + rnd.choice(STR_ATOMS) + tail
+    return base[:k] + tail
+
+
+@pytest.mark.parametrize("kind_name", sorted(KINDS))
+def test_str_front_equals_uncached(cores, kind_name):
+    """Str prompts sharing a start with a cached str, cut at random code points of every str kind (and the
+    same text, a prefix, an extension, another kind, a lone surrogate, a str subclass): always the uncached
+    ids; and the front answers most of them."""
+    core = cores[kind_name]
+    rnd = random.Random(SEED * 13 + KINDS[kind_name])
+    front = 0
+    for pool_name, pool in STR_POOLS.items():
+        cache = PrefixCache(1 << 22, min_bytes=200)
+        for _ in range(8):
+            base = "".join(rnd.choice(pool) for _ in range(rnd.randint(250, 900)))
+            for _ in range(2):                         # the second sighting is kept (admission)
+                assert cache.encode_str(core, base) == core.encode_str(base)
+            for _ in range(25):
+                v = _str_variant(rnd, base, pool)
+                assert cache.encode_str(core, v) == core.encode_str(v), (pool_name, base, v)
+                if rnd.random() < 0.2 and "\ud800" not in v:
+                    base = v if len(v) > 80 else base      # a growing chat: the text extends the entry
+        stats = cache.stats()
+        assert stats["bytes_used"] <= stats["max_bytes"]
+        front += stats["front_hits"]
+    assert front > 100
+
+
+def test_str_front_tells_prompts_opening_alike_apart(o200k):
+    """Two system prompts with the same first 300 characters, then prompts for each in turn: the front's key
+    (samples of the first 512 code points) names each one's own entry, so every prompt is answered there."""
+    core = o200k._core
+    rnd = random.Random(SEED + 8)
+    opening = "".join(rnd.choice(STR_POOLS["ucs2"]) for _ in range(300))[:300]
+    systems = [opening + "".join(rnd.choice(STR_POOLS["ucs2"]) for _ in range(2000)) for _ in range(2)]
+    cache = PrefixCache(1 << 22)
+    for s in systems:
+        for k in range(2):
+            assert cache.encode_str(core, s + str(k)) == core.encode_str(s + str(k))
+    before = cache.stats()["front_hits"]
+    for i in range(20):
+        t = systems[i % 2] + " message %d " % i
+        assert cache.encode_str(core, t) == core.encode_str(t)
+    assert cache.stats()["front_hits"] == before + 20
+
+
+def test_str_front_bounded_and_cleared(o200k):
+    """Entries made from str keep their str for the front: charged to the budget, dropped on eviction (the
+    front then misses), and a cleared cache's front answers nothing."""
+    core = o200k._core
+    rnd = random.Random(SEED + 5)
+    texts = ["".join(rnd.choice(STR_POOLS["ucs2"]) for _ in range(3000)) for _ in range(12)]
+    cache = PrefixCache(200_000)
+    for t in texts:
+        for _ in range(3):
+            assert cache.encode_str(core, t) == core.encode_str(t)
+        assert cache.stats()["bytes_used"] <= 200_000
+    assert cache.stats()["evictions"] > 0 and cache.stats()["front_hits"] > 0
+    before = cache.stats()["front_hits"]
+    assert cache.encode_str(core, texts[0] + "x") == core.encode_str(texts[0] + "x")   # evicted long ago
+    assert cache.stats()["front_hits"] == before
+    assert cache.encode_str(core, texts[-1][:-9] + "x") == core.encode_str(texts[-1][:-9] + "x")
+    assert cache.stats()["front_hits"] == before + 1
+    cache.clear()
+    assert cache.encode_str(core, texts[-1][:-9] + "y") == core.encode_str(texts[-1][:-9] + "y")
+    assert cache.stats()["front_hits"] == before + 1
+
+
 # GPT-NeoX has no token for the bytes C0, C1 and F5-FF, which valid UTF-8 never holds: the cache serves its
 # str input (and passes bytes input through; see test_vocabulary_without_every_byte_serves_text_only).
 HF_ROUTE_FILES = ["gpt2/tokenizer.json", "llama3-hf/tokenizer.json", "qwen3/tokenizer.json",
@@ -313,7 +479,7 @@ def test_tokenizer_json_files_use_the_cache_exactly(rel):
         text = system + tail + str(i)
         assert enc.encode_ordinary(text) == ref.encode(text, add_special_tokens=False).ids, (rel, tail)
     stats = enc.prefix_cache_stats()
-    assert stats["hits"] > 0 and stats["reused_bytes"] > 0
+    assert stats["hits"] > 0 and stats["reused_bytes"] > 0 and stats["front_hits"] > 0
     enc.set_prefix_cache(0)
     assert enc.prefix_cache_stats() is None
     assert enc.encode_ordinary(system + tails[0]) == ref.encode(system + tails[0], add_special_tokens=False).ids
