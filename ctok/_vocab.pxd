@@ -123,13 +123,16 @@ cdef inline uint64_t load_head(const uint8_t* s, Py_ssize_t n) noexcept nogil:
     return 0
 
 
+cdef extern from "_head_mask.h":
+    const uint64_t ctok_head_mask[9]
+
+
 cdef inline uint64_t load_head_padded(const uint8_t* s, Py_ssize_t n) noexcept nogil:
     # load_head(s, n) for 1 <= n when s[0:8] may be read: one load and a mask, no branch on the length
     # (piece lengths are data; a branch on them mispredicts).
     cdef uint64_t a
-    cdef Py_ssize_t m = n if n < 8 else 8
     memcpy(&a, s, 8)
-    return a & (0xFFFFFFFFFFFFFFFFULL >> (64 - 8 * m))        # 8 <= 8 * m <= 64: shift 0..56
+    return a & ctok_head_mask[n if n < 8 else 8]              # index 1..8 (n >= 1)
 
 
 cdef inline uint64_t mix64(uint64_t h) noexcept nogil:
