@@ -358,7 +358,9 @@ cdef Py_ssize_t symbolize_chars(const Tables* vocab, BpeScratch* sc, const uint8
             prev_bytes = True
             run = False
             if kdone > low - 1:
-                kdone = low - 1 if low > 0 else 0           # a key a run wrote is for a symbol now gone
+                # A key a run wrote is for a symbol now gone: looked up again (its KEY_NONE would still be
+                # right, the seam being the reason for the demotion, but the bit set is not trusted there).
+                kdone = low - 1 if low > 0 else 0
         else:
             prev = tid
             prev_bytes = False

@@ -14,7 +14,8 @@
  * before the first that is not, or when p > last.  For each one taken: (*out_io)++ = its id; (*kout_io)++
  * = KEY_NONE when the CHAR_PAIRS bit of (previous id, id) is clear (the pair merges into nothing), else
  * KEY_PENDING; `pending` (the symbol before p is not the previous character's one token) makes the first
- * key KEY_PENDING.  A character that passes every test but is several tokens stops the run with
+ * key KEY_PENDING, so that the bit set is trusted only for the pairs it was built for (a cleared seam
+ * already rules out a merge of a character's last part with the next character).  A character that passes every test but is several tokens stops the run with
  * *several_io = 1 and *prev_io = its entry (the caller makes its tokens and may run on after it).
  * Returns the stop; *prev_io = the last character's cp_token entry.  Every test is the one
  * symbolize_chars' general step makes, so a character taken here is taken as that step would take it.
