@@ -11,7 +11,7 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memmove, memcpy, memcmp, memset
 from ctok._vocab cimport (Vocab, Tables, NO_ID, tables_lookup, tables_pair, bit_at, seam_index, SEAM_START_SHORT,
-                         SEAM_START_LONG, SEAM_END_SHORT, SEAM_END_LONG, CP_SEVERAL, CP_NONE, CP_ID_MASK,
+                         char_pair_index, CHAR_PAIRS, SEAM_START_LONG, SEAM_END_SHORT, SEAM_END_LONG, CP_SEVERAL, CP_NONE, CP_ID_MASK,
                          CP_SUFFIX_RISK, CP_PREFIX_RISK, SEAM_PRE_START, SEAM_PRE_END, SEAM_PRE_ANY)
 
 cdef enum:
@@ -24,6 +24,23 @@ cdef enum:
     LONG_MEMO_MIN = 49              # BpeScratch.last_piece: pieces the piece cache does not keep ...
     LONG_MEMO_MAX = 4096            # ... up to this length
 cdef uint32_t RANK_NONE = 0xFFFFFFFF
+
+cdef extern from "_char_run.h" nogil:
+    # symbolize_chars' run of 3-byte characters (the contract is in the header).
+    const uint8_t* ctok_char3_run(const uint8_t* p, const uint8_t* last, const uint32_t* cp_token,
+                                  const uint8_t* pre_any, const uint8_t* char_pairs, uint32_t id_mask,
+                                  uint32_t several, uint32_t pending, uint32_t** out_io, uint64_t** kout_io,
+                                  uint32_t* prev_io, int* several_io)
+
+cdef extern from *:
+    """
+    #define CTOK_KEY_NONE 0xFFFFFFFFFFFFFFFFULL
+    #define CTOK_KEY_PENDING 0xFFFFFFFFFFFFFFFEULL
+    """
+    # Pair keys (pair_key): KEY_NONE, the pair merges into nothing; KEY_PENDING (symbolize_chars), not
+    # looked up yet.  No merge has that key: its id part would be 0xFFFFFFFE, above every vocabulary's.
+    const uint64_t KEY_NONE "CTOK_KEY_NONE"
+    const uint64_t KEY_PENDING "CTOK_KEY_PENDING"
 
 
 cdef int idvec_reserve(IdVec* v, Py_ssize_t extra) noexcept nogil:
@@ -234,7 +251,7 @@ cdef inline bint seam_ok(const uint8_t* bits, const uint8_t* s, Py_ssize_t n, Py
     # s[i:i + lb] to what precedes (the contexts Vocab._build_char_tables recorded).  0 < la <= i < n.
     cdef uint32_t x
     cdef Py_ssize_t k
-    if not bit_at(bits, SEAM_PRE_ANY + ((<uint32_t>s[i - 1] << 8) | s[i])):
+    if not bit_at(bits, SEAM_PRE_ANY + ((<uint32_t>s[i] << 8) | s[i - 1])):
         return True                                     # neither kind of token can meet here
     if la > 1 and not bit_at(bits, SEAM_PRE_START + (((<uint32_t>s[i - 1] & 63) << 8) | s[i])):
         la = 1                                          # no token starts with a suffix here
@@ -270,7 +287,7 @@ cdef inline bint all_ascii(const uint8_t* s, Py_ssize_t n) noexcept nogil:
 
 
 cdef Py_ssize_t symbolize_chars(const Tables* vocab, BpeScratch* sc, const uint8_t* s, Py_ssize_t n,
-                                uint32_t* ids) noexcept nogil:
+                                uint32_t* ids, uint64_t* keys, bint* filtered_out) noexcept nogil:
     # Whole characters as the first symbols of a byte-level piece, or -1 to take bytes (symbolize).
     # Exact when every character is ASCII or a BMP character that Tables.cp_token admits (its lone BPE is
     # one token T that no merge uses at a rank below the top rank R of that lone BPE, or several tokens),
@@ -286,10 +303,24 @@ cdef Py_ssize_t symbolize_chars(const Tables* vocab, BpeScratch* sc, const uint8
     # two characters beside it as bytes, the symbols the reference starts from; the proof above is about
     # one character and its two seams, so every other character still starts whole.  (A piece of CJK in
     # cl100k or Llama 3 has such a seam more often than not: one of them sent the whole piece to bytes.)
-    cdef Py_ssize_t i = 0, m = 0, plen = 0, ln, k
+    # filtered_out[0]: keys[j] (for the m - 1 pairs made) is KEY_NONE where seam_bits' CHAR_PAIRS set
+    # proves that the pair (ids[j], ids[j + 1]) merges into nothing, else KEY_PENDING: merge_linear looks
+    # up only those.  False (no run of 3-byte characters was taken): keys were not written.  Only the runs
+    # write keys (the steps between them owe theirs, filled in before the next run and at the end), so
+    # the general step, which most other scripts take, does no key work.
+    cdef Py_ssize_t i = 0, m = 0, plen = 0, ln, k, low, misses = 0
+    cdef Py_ssize_t kdone = 0                           # with filtered: keys[0:kdone] are written
     cdef Py_ssize_t prev_m = 0                          # m before the previous character's symbols
     cdef uint32_t cp, b0, tid, prev = 0
-    cdef bint multi = False, prev_bytes = False
+    cdef const uint8_t* p
+    cdef const uint8_t* q
+    cdef int several
+    cdef uint32_t pend
+    cdef uint32_t* out
+    cdef uint64_t* kout
+    cdef const uint32_t* cp_token = vocab.cp_token
+    cdef const uint8_t* bits = vocab.seam_bits
+    cdef bint multi = False, prev_bytes = False, filtered = False, run = False
     while i < n:
         b0 = s[i]
         if b0 < 0x80:
@@ -307,15 +338,16 @@ cdef Py_ssize_t symbolize_chars(const Tables* vocab, BpeScratch* sc, const uint8
             multi = True
         else:
             return -1
-        tid = vocab.cp_token[cp]                            # cp < 0x10000
+        tid = cp_token[cp]                                  # cp < 0x10000
         if (tid & CP_ID_MASK) == CP_NONE:
             return -1
         if m > 0 and ((prev & CP_SUFFIX_RISK) or (tid & CP_PREFIX_RISK)) and \
-                not seam_ok(vocab.seam_bits, s, n, i, plen, ln):
+                not seam_ok(bits, s, n, i, plen, ln):
             k = i
             if not prev_bytes:
                 m = prev_m                                  # the previous character again, as bytes
                 k = i - plen
+            low = m
             while k < i + ln:                               # i + ln <= n: the character was decoded whole
                 if vocab.byte_id[s[k]] == NO_ID:
                     return -1
@@ -324,20 +356,78 @@ cdef Py_ssize_t symbolize_chars(const Tables* vocab, BpeScratch* sc, const uint8
                 k += 1
             prev = tid
             prev_bytes = True
-            plen = ln
-            i += ln
-            continue
-        prev = tid
-        prev_bytes = False
-        prev_m = m
-        tid &= CP_ID_MASK
-        if tid == CP_SEVERAL:
-            m = lone_char_bpe(vocab, sc, s + i, ln, ids, m)  # adds at most ln <= n - i ids
+            run = False
+            if kdone > low - 1:
+                # A key a run wrote is for a symbol now gone: looked up again (its KEY_NONE would still be
+                # right, the seam being the reason for the demotion, but the bit set is not trusted there).
+                kdone = low - 1 if low > 0 else 0
         else:
-            ids[m] = tid                                    # m <= i < n: ids has room for n
-            m += 1
+            prev = tid
+            prev_bytes = False
+            prev_m = m
+            tid &= CP_ID_MASK
+            # run: a 3-byte character taken whole, what a run starts after.
+            run = ln == 3
+            if tid == CP_SEVERAL:
+                m = lone_char_bpe(vocab, sc, s + i, ln, ids, m)  # adds at most ln <= n - i ids
+            else:
+                ids[m] = tid                                # m <= i < n: ids has room for n
+                m += 1
         plen = ln
         i += ln
+        # A run of 3-byte characters (CJK text is little else), one step a character (ctok_char3_run in
+        # _char_run.h: every test of the step above in two rarely taken branches).  A character it does not
+        # take is left to the step above, which decides it from scratch.  Exact: a character it takes is
+        # one that step would take the same way (decoded, admitted, one token, and a seam that either no
+        # character flags or SEAM_PRE_ANY clears), and the run leaves prev, prev_m, plen and prev_bytes as
+        # that step would.  Entered only after that step took a 3-byte character whole (CJK: the first
+        # character of the piece), and no more after two runs in the piece stopped at their
+        # first character: scripts of 2-byte characters, or of 3-byte characters that rarely pass (udhr's
+        # Indic and Ethiopic), pay one well-predicted test a character (o200k udhr: the same tests before
+        # every step, and keys written by every step, cost 8M of 470M instructions).
+        if run and misses < 2 and i + 3 <= n:
+            # The pairs the steps above made since the last run are looked up (keys[kdone:m - 1]); the run
+            # writes the keys from the pair (ids[m - 1], its first character) on.
+            for k in range(kdone, m - 1):
+                keys[k] = KEY_PENDING                       # k < m - 1 < n: keys has room for n
+            filtered = True
+            p = s + i
+            out = ids + m                                   # the next id's place (m <= i < n: ids has room)
+            kout = keys + m - 1                             # the key of the pair (out[-1], out[0]); m >= 1
+            pend = (prev & CP_ID_MASK) == CP_SEVERAL        # ids[m - 1] is not that character's one token
+            while True:
+                # n >= i + 3 >= 4; the run stops at p > s + n - 3, so each character it reads is inside
+                # s[0:n], and p[-1] (i > 0) too.  Ids: out - ids <= p - s < n; keys one behind.
+                q = ctok_char3_run(p, s + n - 3, cp_token, bits + SEAM_PRE_ANY // 8, bits + CHAR_PAIRS // 8,
+                                   CP_ID_MASK, CP_SEVERAL, pend, &out, &kout, &prev, &several)
+                if q != p:
+                    prev_m = (out - ids) - 1                # the last character made one id
+                p = q
+                if not several:
+                    break
+                # The character at p passed every test of the general step and is several tokens: its
+                # tokens, their pairs looked up, and the run goes on after it.
+                prev_m = out - ids
+                m = lone_char_bpe(vocab, sc, p, 3, ids, prev_m)  # adds at most 3 <= n - (p - s) ids
+                for k in range(prev_m - 1, m - 1):
+                    keys[k] = KEY_PENDING                   # prev_m >= 1; k < m - 1 < n
+                out = ids + m
+                kout = keys + m - 1
+                p += 3                                      # p <= s + n - 3: inside s[0:n]
+                pend = 1                                    # ids[m - 1] is not the character's one token
+                if p > s + n - 3:
+                    break
+            if p == s + i:
+                misses += 1
+            else:
+                i = p - s
+                m = out - ids
+                # plen = 3 and prev_bytes = False already (the step above); prev_m set above
+            kdone = m - 1                                   # keys[0:m - 1] written
+    if filtered:
+        for k in range(kdone, m - 1):
+            keys[k] = KEY_PENDING                           # k < m - 1 < n: keys has room for n
+    filtered_out[0] = filtered
     return m if multi else -1
 
 
@@ -404,18 +494,30 @@ cdef inline uint64_t memo_key(const Tables* vocab, BpeScratch* sc, uint32_t a, u
 
 
 cdef Py_ssize_t merge_linear(const Tables* vocab, BpeScratch* sc, Py_ssize_t m,
-                             const uint8_t* s) noexcept nogil:
+                             const uint8_t* s, bint pending=False) noexcept nogil:
     # tiktoken's loop: find the lowest-ranked adjacent pair (leftmost on ties: strict <), merge it,
     # re-rank its two neighbours.  keys[i] describes the pair (ids[i], ids[i+1]).  When `s` is given,
     # symbol i is the byte token of s[i] and the first keys come from the direct byte-pair table.
+    # pending: symbolize_chars left the first keys KEY_NONE or KEY_PENDING; only the latter are looked up.
     cdef uint32_t* ids = sc.ids
     cdef uint64_t* keys = sc.keys
-    cdef Py_ssize_t i, best
+    cdef int32_t* todo = sc.prev                    # room for sc.cap >= m entries
+    cdef Py_ssize_t i, best, t
     cdef uint64_t best_key, k
     cdef bint lower
     if s != NULL:
         for i in range(m - 1):
             keys[i] = vocab.byte_pairs[(<uint32_t>s[i] << 8) | s[i + 1]]     # index < 65536
+    elif pending:
+        # The pending pairs' places first, without a branch (which pairs are pending is data), then
+        # their lookups in a loop whose only data-dependent branch is the memo's.
+        t = 0
+        for i in range(m - 1):
+            todo[t] = <int32_t>i                    # t <= i < m - 1 < cap
+            t += keys[i] == KEY_PENDING
+        for k in range(<uint64_t>t):
+            i = todo[k]                             # k < t: a place written above, i < m - 1
+            keys[i] = memo_key(vocab, sc, ids[i], ids[i + 1])
     else:
         for i in range(m - 1):
             keys[i] = memo_key(vocab, sc, ids[i], ids[i + 1])
@@ -559,25 +661,27 @@ cdef int merge_only(const Tables* vocab, const BpeOptions* opt, const uint8_t* s
     # Plain BPE of s[0:n] (no whole-piece shortcut), appended to out.  chars_only: only if the piece can
     # start from whole characters (symbolize_chars), else return BPE_NOT_CHARS having done nothing.
     cdef Py_ssize_t m, i
-    cdef bint bytewise
+    cdef bint bytewise, pending = False
     if n <= 0:
         return BPE_OK
     if scratch_reserve(scratch, n + 1) != BPE_OK or memo_ready(scratch, vocab) != BPE_OK:
         return BPE_NOMEM
     m = -1
     if vocab.cp_token != NULL and not opt.char_level and not all_ascii(s, n):
-        m = symbolize_chars(vocab, scratch, s, n, scratch.ids)   # -1 for a piece without multi-byte characters
+        # -1 for a piece without multi-byte characters; else the first keys are KEY_NONE or KEY_PENDING
+        m = symbolize_chars(vocab, scratch, s, n, scratch.ids, scratch.keys, &pending)
         bytewise = False
+    pending = pending and m >= 0
     if m < 0:
         if chars_only:
             return BPE_NOT_CHARS
         m = symbolize(vocab, opt, s, n, scratch.ids, &bytewise)
     if m > LINEAR_MAX:
-        m = merge_tree(vocab, scratch, m, s if bytewise else NULL)
+        m = merge_tree(vocab, scratch, m, s if bytewise else NULL)     # looks every first pair up itself
         if m < 0:
             return BPE_NOMEM
     elif m > 1:
-        m = merge_linear(vocab, scratch, m, s if bytewise else NULL)
+        m = merge_linear(vocab, scratch, m, s if bytewise else NULL, pending)
     if idvec_reserve(out, m) != BPE_OK:
         return BPE_NOMEM
     for i in range(m):
@@ -828,16 +932,28 @@ def _chars_for_test(Vocab py_vocab, bytes piece):
     cdef const Tables* vocab = &py_vocab.t
     cdef Py_ssize_t n = len(piece), m, i
     cdef uint32_t* ids
+    cdef uint64_t* keys
+    cdef bint filtered
     cdef BpeScratch sc
     if vocab.cp_token == NULL:
         return None
     scratch_init(&sc)
     ids = <uint32_t*>malloc((n + 1) * sizeof(uint32_t))
+    keys = <uint64_t*>malloc((n + 1) * sizeof(uint64_t))
     try:
-        if ids == NULL or memo_ready(&sc, vocab) != BPE_OK:
+        if ids == NULL or keys == NULL or memo_ready(&sc, vocab) != BPE_OK:
             raise MemoryError()
-        m = symbolize_chars(vocab, &sc, <const uint8_t*><char*>piece, n, ids)
+        m = symbolize_chars(vocab, &sc, <const uint8_t*><char*>piece, n, ids, keys, &filtered)
         return None if m < 0 else [ids[i] for i in range(m)]
     finally:
         free(ids)
+        free(keys)
         scratch_free(&sc)
+
+
+def _char_pair_bit(Vocab py_vocab, Py_ssize_t left, Py_ssize_t right):
+    """The CHAR_PAIRS bit symbolize_chars reads for (left, right): False proves the pair merges into nothing."""
+    cdef const Tables* vocab = &py_vocab.t
+    if vocab.seam_bits == NULL or left < 0 or right < 0:
+        return None
+    return bool(bit_at(vocab.seam_bits, char_pair_index(<uint32_t>left, <uint32_t>right)))

@@ -70,6 +70,12 @@ cdef enum:
     CP_PREFIX_RISK = 0x80000000
 
 cdef enum:
+    # seam_bits' CHAR_PAIRS set (below): 2^18 bits, 32 KB (CTOK_CHAR_PAIR_BITS in _char_run.h: the same).
+    # o200k has 15,297 merges between two characters' tokens, so about 6% of the bits are set (cl100k 4,264;
+    # the clear ones answer "no merge" for the rest).
+    CHAR_PAIR_BITS = 18
+
+cdef enum:
     # Tables.seam_bits: a bit set of SEAM_BITS bits indexed by seam_index(...) of the byte contexts in
     # which some token joins part of a character to a neighbour (Vocab._build_char_tables).  A hash set
     # with no second check: a collision only sends a piece to the byte path.
@@ -80,14 +86,33 @@ cdef enum:
     # prefix), set for every token that ends with a prefix.  They follow the hash set in seam_bits.
     SEAM_PRE_START = SEAM_BITS
     SEAM_PRE_END = SEAM_BITS + 64 * 256
-    # SEAM_PRE_ANY at (byte before) << 8 | (byte after): either of the two above is set.  One bit test
-    # clears nearly every boundary (o200k, Japanese: 97% of those between two 3-byte characters).
+    # SEAM_PRE_ANY at (byte after) << 8 | (byte before): either of the two above is set.  One bit test
+    # clears nearly every boundary (o200k, Japanese: 97% of those between two 3-byte characters).  Byte
+    # after in the high half: the index is then the little-endian 16-bit word of the two bytes, which
+    # symbolize_chars' run of 3-byte characters already holds in its 4-byte word.
     SEAM_PRE_ANY = SEAM_BITS + 64 * 256 + 256 * 256
-    SEAM_ALL_BITS = SEAM_BITS + 64 * 256 + 2 * 256 * 256
+    # CHAR_PAIRS at char_pair_index(left, right): set for every merge whose two sides are each the token of
+    # one multi-byte BMP character (cp_token's single ids of code points >= 0x80).  Most such pairs in text
+    # merge into nothing (o200k, Japanese: 82% of adjacent characters), and a clear bit says so exactly,
+    # without the pair lookup (symbolize_chars).  A set bit may be another pair's: then the lookup decides.
+    # In the same allocation as the seam sets so that symbolize_chars' loop keeps one base in a register.
+    CHAR_PAIRS = SEAM_BITS + 64 * 256 + 2 * 256 * 256
+    SEAM_ALL_BITS = CHAR_PAIRS + (1 << CHAR_PAIR_BITS)
     SEAM_START_SHORT = 1        # token = suffix (k bytes) + one lead byte
     SEAM_START_LONG = 2         # token = suffix (k bytes) + two or more bytes: keyed by the first two
     SEAM_END_SHORT = 3          # token = one byte + prefix (k bytes)
     SEAM_END_LONG = 4           # token = two or more bytes + prefix: keyed by the last two before it
+
+
+cdef extern from "_char_run.h" nogil:
+    # The bit of a pair within the CHAR_PAIRS set (one definition, shared with symbolize_chars' run loop).
+    uint32_t ctok_char_pair_bit(uint32_t left, uint32_t right)
+    int CTOK_CHAR_PAIR_BITS
+
+
+cdef inline uint32_t char_pair_index(uint32_t left, uint32_t right) noexcept nogil:
+    # The pair's bit in seam_bits.
+    return CHAR_PAIRS + ctok_char_pair_bit(left, right)
 
 
 cdef inline uint32_t seam_index(uint32_t tag, uint32_t k, uint32_t part, uint32_t ctx) noexcept nogil:

@@ -278,6 +278,7 @@ cdef class Vocab:
         cdef Py_ssize_t n = t.n_ids, i, j, ln, k
         cdef int64_t* first_use = NULL
         cdef uint8_t* risky = NULL
+        cdef uint8_t* is_char = NULL
         cdef const uint8_t* b
         cdef uint8_t* bits
         cdef uint32_t cp, rank, new_id, x, top2
@@ -293,8 +294,9 @@ cdef class Vocab:
             return
         first_use = <int64_t*>malloc(n * sizeof(int64_t) + 1)
         risky = <uint8_t*>calloc(4 * 65536, 1)
+        is_char = <uint8_t*>calloc(n + 1, 1)
         try:
-            if first_use == NULL or risky == NULL:
+            if first_use == NULL or risky == NULL or is_char == NULL:
                 raise MemoryError()
             # first_use[id]: the lowest rank of a merge with that token on either side.  A character whose
             # token has a merge ranked at or below the top rank of the character's own lone BPE is left to
@@ -332,7 +334,7 @@ cdef class Vocab:
                     risky[(k - 1) * 65536 + x] = 1
                     _set_bit(bits, SEAM_PRE_START + (((<uint32_t>b[k - 1] & 63) << 8) | b[k]))
                     for top2 in range(4):                   # every byte with those low 6 bits
-                        _set_bit(bits, SEAM_PRE_ANY + ((((<uint32_t>b[k - 1] & 63) | (top2 << 6)) << 8) | b[k]))
+                        _set_bit(bits, SEAM_PRE_ANY + (((<uint32_t>b[k] << 8) | (b[k - 1] & 63) | (top2 << 6))))
                     if ln - k == 1:
                         _set_bit(bits, seam_index(SEAM_START_SHORT, k, x, b[k]))
                     else:
@@ -344,7 +346,7 @@ cdef class Vocab:
                     x = b[j] if ln - j == 1 else (<uint32_t>b[j] << 8) | b[j + 1]
                     risky[(ln - j + 1) * 65536 + x] = 1
                     _set_bit(bits, SEAM_PRE_END + ((<uint32_t>b[j - 1] << 8) | b[j]))
-                    _set_bit(bits, SEAM_PRE_ANY + ((<uint32_t>b[j - 1] << 8) | b[j]))
+                    _set_bit(bits, SEAM_PRE_ANY + ((<uint32_t>b[j] << 8) | b[j - 1]))
                     if j == 1:
                         _set_bit(bits, seam_index(SEAM_END_SHORT, ln - j, x, b[0]))
                     else:
@@ -374,9 +376,21 @@ cdef class Vocab:
                 if risky[2 * 65536 + u[0]] or (ln == 3 and risky[3 * 65536 + ((<uint32_t>u[0] << 8) | u[1])]):
                     x |= CP_PREFIX_RISK
                 self.t.cp_token[cp] = x
+            # CHAR_PAIRS: every merge between two ids cp_token gives whole multi-byte characters.
+            for cp in range(0x80, 0x10000):
+                x = self.t.cp_token[cp] & CP_ID_MASK
+                if x < CP_SEVERAL:
+                    is_char[x] = 1                            # x < n: an id of this vocabulary
+            for i in range(n):
+                if not is_char[i]:
+                    continue
+                for k in range(t.pair_start[i], t.pair_start[i + 1]):
+                    if is_char[t.pair_list[k].right]:         # right < n (checked lists)
+                        _set_bit(bits, char_pair_index(<uint32_t>i, t.pair_list[k].right))
         finally:
             free(first_use)
             free(risky)
+            free(is_char)
 
     cdef void _build_byte_pairs(self) except *:
         cdef int a, b

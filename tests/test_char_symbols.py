@@ -203,3 +203,99 @@ def test_flagged_contexts_equal_tiktoken(family):
             assert enc.encode_ordinary(text) == ref.encode_ordinary(text), text
             checked += 1
     assert checked > 50
+
+
+def _mutated_cjk_pieces(rnd, count):
+    # Runs of 3-byte characters (the case symbolize_chars takes a character per step) with one or two
+    # bytes made wrong: overlong and surrogate sequences, a lead byte cut short at the end or in the middle,
+    # stray continuation bytes, 4-byte and 2-byte characters and ASCII inside the run.
+    bad = [b"\xe0\x80\x80", b"\xe0\x9f\xbf", b"\xed\xa0\x80", b"\xed\xbf\xbf", b"\xe6\x97", b"\xe6",
+           b"\x80", b"\xbf\xbf", b"\xf0\x9f\x98\x80", b"\xd0\xb6", b"a", b"\xef\xbf\xbf", b"\xe0\xa0\x80",
+           b"\xc0\x80", b"\xe3\x81"]
+    out = []
+    for _ in range(count):
+        chars = [chr(rnd.choice([rnd.randint(0x3041, 0x30FF), rnd.randint(0x4E00, 0x9FFF)]))
+                 for _ in range(rnd.randint(1, 12))]
+        b = bytearray("".join(chars).encode("utf-8"))
+        for _ in range(rnd.randint(1, 2)):
+            at = rnd.choice([0, len(b), rnd.randrange(len(b) + 1), 3 * rnd.randrange(len(b) // 3 + 1)])
+            b[at:at] = rnd.choice(bad)
+        out.append(bytes(b))
+    return out
+
+
+@pytest.mark.parametrize("family", ["o200k_base", "cl100k_base"])
+def test_mutated_cjk_runs_equal_tiktoken(family):
+    # A piece that is not UTF-8 of BMP characters throughout must take the byte path (symbolize_chars
+    # returns None), and every piece must encode as tiktoken encodes its bytes.
+    enc = ctok.get_encoding(family)
+    vocab = enc._core.vocab
+    ref = reference_encoding(family).enc
+    rnd = random.Random(SEED + 5)
+    invalid = 0
+    for piece in _mutated_cjk_pieces(rnd, 3000):
+        assert enc._core.encode_piece(piece) == ref._encode_single_piece(piece), piece
+        try:
+            valid = all(ord(c) < 0x10000 for c in piece.decode("utf-8"))
+        except UnicodeDecodeError:
+            valid = False
+        if not valid:
+            invalid += 1
+            assert _chars_for_test(vocab, piece) is None, piece
+    assert invalid > 1000
+
+
+def _two_char_tokens(vocab):
+    # (left, right, merged) for every merge of two whole characters' tokens: each such merge makes a token
+    # of exactly two multi-byte characters whose tokens are what symbolize_chars gives each alone.
+    out = []
+    for tid in range(vocab.size):
+        b = vocab.token_bytes(tid)
+        if b is None or not 4 <= len(b) <= 6:
+            continue
+        try:
+            chars = b.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if len(chars) != 2 or any(ord(c) < 0x80 or ord(c) > 0xFFFF for c in chars):
+            continue
+        a, c = (_chars_for_test(vocab, ch.encode("utf-8")) for ch in chars)
+        if a is None or c is None or len(a) != 1 or len(c) != 1:
+            continue
+        if vocab.merge_of(a[0], c[0]) is not None:
+            out.append((a[0], c[0], tid))
+    return out
+
+
+@pytest.mark.parametrize("family", ["o200k_base", "cl100k_base", "llama3-hf"])
+def test_char_pairs_cover_every_merge_of_two_characters(family):
+    # symbolize_chars leaves a pair of whole characters unlooked-up when its CHAR_PAIRS bit is clear: every
+    # merge of two characters' tokens must have its bit set (a clear one would lose that merge).
+    from ctok._bpe import _char_pair_bit
+    enc = (ctok.load(str(vocab_path(family, "tokenizer.json"))) if family.endswith("-hf")
+           else ctok.get_encoding(family))
+    vocab = enc._core.vocab
+    merges = _two_char_tokens(vocab)
+    assert len(merges) > (4000 if family == "o200k_base" else 200), len(merges)
+    assert all(_char_pair_bit(vocab, a, b) for a, b, _ in merges)
+    # ... and the bits are a filter, not all set (else the lookups it saves would all still run).
+    rnd = random.Random(SEED + 6)
+    ids = sorted({a for a, _, _ in merges} | {b for _, b, _ in merges})
+    clear = sum(not _char_pair_bit(vocab, rnd.choice(ids), rnd.choice(ids)) for _ in range(2000))
+    assert clear > 1500, clear
+
+
+@pytest.mark.parametrize("family", ["o200k_base", "cl100k_base"])
+def test_two_character_tokens_in_runs_equal_tiktoken(family):
+    # Every token of two whole characters inside a run of 3-byte characters (where symbolize_chars decides
+    # pairs by their CHAR_PAIRS bit), against tiktoken.
+    enc = ctok.get_encoding(family)
+    vocab = enc._core.vocab
+    ref = reference_encoding(family).enc
+    rnd = random.Random(SEED + 7)
+    for _, _, tid in _two_char_tokens(vocab):
+        tok = vocab.token_bytes(tid)
+        before = "".join(chr(rnd.randint(0x4E00, 0x9FFF)) for _ in range(rnd.randint(1, 3))).encode()
+        after = "".join(chr(rnd.randint(0x3041, 0x3096)) for _ in range(rnd.randint(0, 2))).encode()
+        piece = before + tok + after
+        assert enc._core.encode_piece(piece) == ref._encode_single_piece(piece), piece
