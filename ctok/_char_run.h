@@ -35,7 +35,7 @@ static inline uint32_t ctok_char_pair_bit(uint32_t left, uint32_t right) {
 }
 
 #if defined(__GNUC__) || defined(__clang__)
-__attribute__((noinline))
+__attribute__((noinline, unused))          /* unused: every module that cimports _vocab includes this header */
 #endif
 static const unsigned char* ctok_char3_run(const unsigned char* p, const unsigned char* last,
                                            const uint32_t* cp_token, const uint8_t* pre_any,
