@@ -1489,13 +1489,28 @@ cdef class CompiledRoute:
         return None
 
 
+cdef inline bint empty_collection(object x):
+    return (type(x) is tuple or type(x) is frozenset or type(x) is set or type(x) is list) and len(x) == 0
+
+
+cdef inline bint names_only(object allowed):
+    # allowed_special values that only ever select special tokens ("all", or a collection of names; names
+    # that are no special token are ignored, as tiktoken ignores them).
+    return ((type(allowed) is str and allowed == "all") or type(allowed) is frozenset or type(allowed) is set
+            or type(allowed) is tuple or type(allowed) is list)
+
+
 cdef class FastEncode(CompiledRoute):
     """`Encoding.encode` for files whose ordinary text goes straight to the compiled encoder.
 
     The common call, encode(text) with the default special-token policy, only has to prove that the
     text holds no special token's text; when it holds none of the characters special tokens start with,
     it is encoded at once.  Text whose only added tokens are those the core splits at (`split`) is
-    encoded by the core with that split.  Every other call goes to the full Python implementation (`slow`)."""
+    encoded by the core with that split.  Every other call goes to the full Python implementation (`slow`).
+    Text holding no special token's text encodes the same under every policy that names special tokens only
+    (allowed_special "all" or a set of names; disallowed_special "all" or empty: tiktoken's `disallowed_special=()`),
+    so those calls take the compiled route too.  A disallowed collection of other strings may forbid text that
+    is no special token, so it goes to `slow`."""
     cdef object slow
 
     def __init__(self, CoreEncoder core, slow, special_names, plain=None, *, tuple forms=(), split=(),
@@ -1506,8 +1521,9 @@ cdef class FastEncode(CompiledRoute):
     def __call__(self, text, *, allowed_special=_NO_SPECIALS, disallowed_special="all",
                  add_special_tokens=False):
         if (type(text) is str and not add_special_tokens
-                and (allowed_special is _NO_SPECIALS or not allowed_special)
-                and (disallowed_special is "all" or disallowed_special == "all")):
+                and (allowed_special is _NO_SPECIALS or names_only(allowed_special))
+                and (disallowed_special is "all" or empty_collection(disallowed_special)
+                     or (type(disallowed_special) is str and disallowed_special == "all"))):
             ids = self.compiled(<str>text)
             if ids is not None:
                 return ids

@@ -212,6 +212,33 @@ def tiktoken_of(ref):
     return ref.enc
 
 
+POLICIES = [{}, {"allowed_special": "all"}, {"allowed_special": {"<|endoftext|>"}},
+            {"allowed_special": frozenset()},
+            {"disallowed_special": ()}, {"disallowed_special": []}, {"disallowed_special": set()},
+            {"disallowed_special": {"ell"}}, {"disallowed_special": ("hello",)},
+            {"allowed_special": "all", "disallowed_special": ()}, {"allowed_special": {"not a special token"}},
+            {"disallowed_special": "all"}, {"allowed_special": set(), "disallowed_special": {"<|endoftext|>"}}]
+
+
+@pytest.mark.parametrize("name", ["o200k", "cl100k"])
+def test_encode_policies_as_tiktoken(name, request):
+    """Every special-token policy, on text with and without special-token text (and a disallowed string that is
+    no special token): the same ids as tiktoken, or the same error.  (tiktoken takes sets for allowed_special;
+    ctok also takes a list or tuple of names, which tiktoken refuses with a TypeError.)"""
+    enc, ref = request.getfixturevalue(name), tiktoken_of(request.getfixturevalue(name + "_ref"))
+    texts = ["hello world", "", "say hello", "<|endoftext|>", "a <|endoftext|> b", "<|fim_prefix|>x", "hell",
+             corpus_text(corpus_names()[0], 2_000)]
+    for t in texts:
+        for policy in POLICIES:
+            try:
+                want = ref.encode(t, **policy)
+            except ValueError:
+                with pytest.raises(ValueError):
+                    enc.encode(t, **policy)
+                continue
+            assert enc.encode(t, **policy) == want, (t[:40], policy)
+
+
 def test_every_tiktoken_method_is_there(o200k):
     import tiktoken
     names = [m for m in dir(tiktoken.Encoding) if not m.startswith("_")]
