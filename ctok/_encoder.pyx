@@ -1321,6 +1321,14 @@ cdef class TokenScan:
             return list(texts)
         return [t for t in texts if type(t) is not str or not holds_none(<str>t, &self.fc, self.by_prefix)]
 
+    def holding_indices(self, list texts):
+        """The indices of the texts maybe_holding would return, in order."""
+        cdef Py_ssize_t i
+        if self.fc.n < 0:
+            return list(range(len(texts)))
+        return [i for i in range(len(texts))
+                if type(texts[i]) is not str or not holds_none(<str>texts[i], &self.fc, self.by_prefix)]
+
 
 cdef extern from "_nf_check.h":
     unsigned CTOK_NF_NFC, CTOK_NF_NFKC, CTOK_NF_NFD, CTOK_NF_NFKD

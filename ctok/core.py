@@ -232,17 +232,22 @@ class Encoding:
         r = self._special_re(disallowed) if disallowed else None
         if r is None:
             return
-        scan = self._special_scans.get(disallowed)
-        if scan is None:
-            from ._encoder import TokenScan
-            if len(self._special_scans) > 256:
-                self._special_scans.clear()
-            scan = self._special_scans[disallowed] = TokenScan(disallowed)
+        scan = self._scan(disallowed)
         search = r.search
         # Only texts holding a name's first characters need the search (a memchr-speed scan each, in C).
         for t in scan.maybe_holding(texts if isinstance(texts, list) else list(texts)):
             if search(t) is not None:
                 self._policy(t, (), disallowed_special)     # raises, with tiktoken's message
+
+    def _scan(self, names: frozenset):
+        """The TokenScan of `names` (made once per set): which texts may hold one of them."""
+        scan = self._special_scans.get(names)
+        if scan is None:
+            from ._encoder import TokenScan
+            if len(self._special_scans) > 256:
+                self._special_scans.clear()
+            scan = self._special_scans[names] = TokenScan(names)
+        return scan
 
     def _policy(self, text, allowed_special, disallowed_special) -> frozenset:
         if allowed_special == "all":
@@ -590,6 +595,23 @@ class Encoding:
         def one(t):
             return self.encode(t, allowed_special=allowed_special, disallowed_special=disallowed_special,
                                add_special_tokens=add_special_tokens)
+        if (self._native_plain() and not add_special_tokens and len(texts) >= MIN_PARALLEL_BATCH
+                and (allowed_special == "all" or isinstance(allowed_special, (set, frozenset)))
+                and (disallowed_special == "all" or (isinstance(disallowed_special, (tuple, list, set, frozenset))
+                                                     and not disallowed_special))
+                and not self._needs_cut(texts)):
+            # A text holding no special token's text encodes the same under any such policy (it names special
+            # tokens only): those go to the native batch, the others one by one (and raise there, as they must).
+            doubtful = self._scan(self._special_names).holding_indices(texts)
+            if len(doubtful) < len(texts):
+                out: List[Optional[List[int]]] = [None] * len(texts)
+                for i in doubtful:
+                    out[i] = one(texts[i])
+                marked = set(doubtful)
+                clean = [i for i in range(len(texts)) if i not in marked]
+                for i, ids in zip(clean, self.encode_ordinary_batch([texts[i] for i in clean], num_threads=num_threads)):
+                    out[i] = ids
+                return out
         return self._map(one, texts, num_threads)
 
     def encode_batch_flat(self, texts: Sequence[str], *, num_threads: Optional[int] = None,

@@ -239,6 +239,25 @@ def test_encode_policies_as_tiktoken(name, request):
             assert enc.encode(t, **policy) == want, (t[:40], policy)
 
 
+@pytest.mark.parametrize("num_threads", [1, 2])
+def test_encode_batch_policies_as_tiktoken(o200k, o200k_ref, num_threads):
+    """encode_batch under allowed/disallowed policies (texts holding no special token's text take the native
+    batch, the others go one by one): tiktoken's ids for every text, in order, or its error."""
+    ref = tiktoken_of(o200k_ref)
+    texts = [t for t in sample_texts() if not any(0xD800 <= ord(c) < 0xE000 for c in t)]
+    texts = [t + ("<|endoftext|>" if i % 7 == 3 else "") + ("<|fim_middle|>" if i % 11 == 5 else "")
+             for i, t in enumerate(texts)]
+    for policy in POLICIES[:3] + [{"allowed_special": "all", "disallowed_special": ()},
+                                  {"allowed_special": {"<|endoftext|>"}, "disallowed_special": ()}]:
+        try:
+            want = [ref.encode(t, **policy) for t in texts]
+        except ValueError:
+            with pytest.raises(ValueError):
+                o200k.encode_batch(texts, num_threads=num_threads, **policy)
+            continue
+        assert o200k.encode_batch(texts, num_threads=num_threads, **policy) == want, policy
+
+
 def test_every_tiktoken_method_is_there(o200k):
     import tiktoken
     names = [m for m in dir(tiktoken.Encoding) if not m.startswith("_")]
