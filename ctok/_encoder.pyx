@@ -1518,22 +1518,27 @@ cdef class FastEncode(CompiledRoute):
     Text holding no special token's text encodes the same under every policy that names special tokens only
     (allowed_special "all" or a set of names; disallowed_special "all" or empty: tiktoken's `disallowed_special=()`),
     so those calls take the compiled route too.  A disallowed collection of other strings may forbid text that
-    is no special token, so it goes to `slow`."""
+    is no special token, so it goes to `slow`.  add_special_tokens=True applies `post` (a tokenizer.json
+    post-processor's tokens around the ids; None: the file has none, and the flag changes nothing)."""
     cdef object slow
+    cdef object post
 
     def __init__(self, CoreEncoder core, slow, special_names, plain=None, *, tuple forms=(), split=(),
-                 normalize=None):
+                 normalize=None, post=None):
         self.set_route(core, special_names, plain, forms, split, normalize)
         self.slow = slow
+        self.post = post
 
     def __call__(self, text, *, allowed_special=_NO_SPECIALS, disallowed_special="all",
                  add_special_tokens=False):
-        if (type(text) is str and not add_special_tokens
+        if (type(text) is str
                 and (allowed_special is _NO_SPECIALS or names_only(allowed_special))
                 and (disallowed_special is "all" or empty_collection(disallowed_special)
                      or (type(disallowed_special) is str and disallowed_special == "all"))):
             ids = self.compiled(<str>text)
             if ids is not None:
+                if add_special_tokens and self.post is not None:
+                    return self.post(ids)
                 return ids
         return self.slow(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
                          add_special_tokens=add_special_tokens)

@@ -121,7 +121,7 @@ class Encoding:
         self.encode_ordinary = FastOrdinary(self._core, self._encode_ordinary_slow, tokens, forms=forms,
                                             plain=plain, split=names, normalize=normalize)
         self.encode = FastEncode(self._core, self._encode_full, tokens, plain, forms=forms, split=names,
-                                 normalize=normalize)
+                                 normalize=normalize, post=self._hf.post_process)
 
     def _encode_ordinary_slow(self, text):
         return Encoding.encode_ordinary(self, text)
