@@ -5,7 +5,7 @@ first pass over the text in that process (per-process caches cold), the later on
 """
 import time
 
-from .common import CORPUS_FILES, FAMILY_NAMES, PEERS, best_mbps, encoder, load_ctok, text
+from .common import CORPUS_FILES, FAMILY_NAMES, PEERS, best_mbps, encoder, load_ctok, peer, text
 
 # The peers run on the first PEER_BYTES of each file (the slowest peer is slower than ctok by an order of
 # magnitude on some files): the ratio is measured on the same slice for both.
@@ -82,3 +82,43 @@ class EncodeFreshEncoder:
             best = dt if best is None else min(best, dt)
         return best
     track_first_pass_ms.unit = "ms"
+
+
+class PerCall:
+    """One short call, in microseconds (best of many): the fixed cost a server pays per request, for the common
+    ways of calling encode (issue 4's per-call goals: encode_ordinary("") <= 0.2 us, ("hi") <= 0.3 us).  The peers
+    answer the same calls where they have them."""
+    params = (["o200k_base", "llama3-hf"],
+              ["encode_ordinary('')", "encode_ordinary('hi')", "encode(prompt)", "encode(prompt, allowed all)",
+               "encode(prompt, disallowed ())", "encode(prompt, add special)", "count('hi')"],
+              ["ctok", "tiktoken"])
+    param_names = ["family", "call", "lib"]
+    timeout = 120
+    PROMPT = "hello world, this is a short prompt of some length"
+
+    def setup(self, family, call, lib):
+        if lib == "ctok":
+            enc = load_ctok(family)
+        elif family == "o200k_base":
+            enc, _ = peer("tiktoken", family)
+        else:
+            raise NotImplementedError("tiktoken has no tokenizer.json encodings")
+        p = self.PROMPT
+        calls = {
+            "encode_ordinary('')": lambda: enc.encode_ordinary(""),
+            "encode_ordinary('hi')": lambda: enc.encode_ordinary("hi"),
+            "encode(prompt)": lambda: enc.encode(p),
+            "encode(prompt, allowed all)": lambda: enc.encode(p, allowed_special="all"),
+            "encode(prompt, disallowed ())": lambda: enc.encode(p, disallowed_special=()),
+            "encode(prompt, add special)": lambda: enc.encode(p, add_special_tokens=True),
+            "count('hi')": lambda: enc.count("hi"),
+        }
+        if lib != "ctok" and call in ("encode(prompt, add special)", "count('hi')"):
+            raise NotImplementedError(f"tiktoken has no {call}")
+        self.fn = calls[call]
+
+    def track_us(self, family, call, lib):
+        import timeit
+        n = 20_000
+        return min(timeit.repeat(self.fn, number=n, repeat=5)) / n * 1e6
+    track_us.unit = "us"
