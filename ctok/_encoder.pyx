@@ -1458,6 +1458,30 @@ cdef object normalized_plain(str text, object normalize, object plain, const Rou
     return plain(normalized)
 
 
+cdef extern from "Python.h":
+    int PyUnicode_KIND(object s)
+    void* PyUnicode_DATA(object s)
+
+
+cdef bint has_surrogate(str text):
+    # A code point in U+D800..U+DFFF (only 2- and 4-byte strs can hold one).
+    cdef Py_ssize_t i, n = PyUnicode_GET_LENGTH(text)
+    cdef int kind = PyUnicode_KIND(text)
+    cdef const uint16_t* u2
+    cdef const uint32_t* u4
+    if kind == 2:
+        u2 = <const uint16_t*>PyUnicode_DATA(text)
+        for i in range(n):
+            if <uint16_t>(u2[i] - 0xD800) < 0x800:          # i < n code units of 2 bytes
+                return True
+    elif kind == 4:
+        u4 = <const uint32_t*>PyUnicode_DATA(text)
+        for i in range(n):
+            if u4[i] - 0xD800u < 0x800u:                      # i < n code units of 4 bytes
+                return True
+    return False
+
+
 cdef class CompiledRoute:
     """What FastEncode and FastOrdinary share: which texts the compiled encoder may take (route_of) and how.
     `names`: the added tokens' texts that send a text elsewhere; `split`: those the core splits at itself."""
@@ -1481,6 +1505,21 @@ cdef class CompiledRoute:
         self.split_plain = core.encode_str_split if split else None
         self.normalize = normalize
         return 0
+
+    def plain_indices(self, list texts):
+        """The indices of the texts (exact strs) that go plain (holding no added token, unchanged by the normal
+        forms) and hold no lone surrogate: for those, this route's ids are the core's encode_str ids, so a batch
+        may encode them together without the GIL (CoreEncoder.encode_many).  A lone surrogate must reach the
+        slow route, which refuses it as HF does; encode_many would replace it."""
+        cdef Py_ssize_t i
+        cdef list out = []
+        for i in range(len(texts)):
+            t = texts[i]
+            if (type(t) is str and not has_surrogate(<str>t)
+                    and route_of(<str>t, &self.route, self.all_prefix, self.rest_prefix, self.forms,
+                                 self.nf_mask) == ROUTE_PLAIN):
+                out.append(i)
+        return out
 
     cdef object compiled(self, str text):
         # The ids by the compiled encoder, or None when the text must take the slow route.

@@ -87,6 +87,7 @@ class Encoding:
         # (HF normalizers/added tokens, a regex fallback) are refused there with CTOK_ERR_UNSUPPORTED.
         self._core.c_api_ok = hf_pipeline is None and self._split_fallback is None
         self._prefix_cache = None
+        self._batch_route = None            # a tokenizer.json file's CompiledRoute for batches (_set_hf_shortcuts)
         self._plain = self._core.encode_str
         self.set_prefix_cache(None)
 
@@ -120,6 +121,9 @@ class Encoding:
             normalize = partial(normalize_forms, forms)
         self.encode_ordinary = FastOrdinary(self._core, self._encode_ordinary_slow, tokens, forms=forms,
                                             plain=plain, split=names, normalize=normalize)
+        # Batches: the texts this route sends plain are the core's encode_str texts, so they may be encoded
+        # together without the GIL (not for SentencePiece-style files, whose plain step writes markers).
+        self._batch_route = None if marked else self.encode_ordinary
         self.encode = FastEncode(self._core, self._encode_full, tokens, plain, forms=forms, split=names,
                                  normalize=normalize, post=self._hf.post_process)
 
@@ -538,6 +542,8 @@ class Encoding:
         texts = list(texts)
         for t in texts:
             _check_text(t)
+        if self._batch_route is not None and len(texts) >= MIN_PARALLEL_BATCH and not self._needs_cut(texts):
+            return self._route_batch(texts, self.encode_ordinary, None, num_threads)
         if not self._native_plain() or self._needs_cut(texts):
             return self._map(self._encode_plain_cut, texts, num_threads)
         out: List[List[int]] = []
@@ -552,6 +558,25 @@ class Encoding:
             else:
                 for part in _pool().map(self._core.encode_many, chunks):
                     out += part
+        return out
+
+    def _route_batch(self, texts: list, one, post, num_threads: Optional[int]) -> List[List[int]]:
+        """A tokenizer.json batch: the texts its compiled route sends plain are encoded together by the core (GIL
+        released, threads), then given `post` (the post-processor, or None); every other text goes to `one`."""
+        plain = self._batch_route.plain_indices(texts)
+        out: List[Optional[List[int]]] = [None] * len(texts)
+        marked = set(plain)
+        for i in range(len(texts)):
+            if i not in marked:
+                out[i] = one(texts[i])
+        chunks = self._chunks([texts[i] for i in plain], num_threads)
+        parts = (list(_pool().map(self._core.encode_many, chunks)) if len(chunks) > 1
+                 else [self._core.encode_many(chunks[0])] if plain else [])
+        k = 0
+        for part in parts:
+            for ids in part:
+                out[plain[k]] = post(ids) if post is not None else ids
+                k += 1
         return out
 
     def _groups(self, datas: list, num_threads: Optional[int]):
@@ -595,6 +620,15 @@ class Encoding:
         def one(t):
             return self.encode(t, allowed_special=allowed_special, disallowed_special=disallowed_special,
                                add_special_tokens=add_special_tokens)
+        names_only = (allowed_special == "all" or isinstance(allowed_special, (set, frozenset))
+                      or (isinstance(allowed_special, (tuple, list)) and not allowed_special))
+        default_disallowed = (disallowed_special == "all"
+                              or (isinstance(disallowed_special, (tuple, list, set, frozenset)) and not disallowed_special))
+        if (self._batch_route is not None and len(texts) >= MIN_PARALLEL_BATCH and names_only
+                and default_disallowed and not self._needs_cut(texts)):
+            # As in encode: a text the route sends plain holds no added token, so every such policy gives the
+            # route's ids (and the post-processor's tokens around them with add_special_tokens).
+            return self._route_batch(texts, one, self._hf.post_process if add_special_tokens else None, num_threads)
         if (self._native_plain() and not add_special_tokens and len(texts) >= MIN_PARALLEL_BATCH
                 and (allowed_special == "all" or isinstance(allowed_special, (set, frozenset)))
                 and (disallowed_special == "all" or (isinstance(disallowed_special, (tuple, list, set, frozenset))

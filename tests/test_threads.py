@@ -180,3 +180,43 @@ def test_nested_batches_do_not_deadlock(cases):
         th.join(120)
     assert not any(th.is_alive() for th in threads), "nested batch calls deadlocked"
     assert all(results[k] == want for k in range(N_THREADS))
+
+
+HF_BATCH_FILES = ["llama3-hf", "qwen3", "deepseek-v3", "mistral-7b-v0.1", "gpt-neox-20b"]
+
+
+@pytest.mark.parametrize("folder", HF_BATCH_FILES)
+def test_tokenizer_json_batches_equal_per_text(folder):
+    """tokenizer.json batches (texts the compiled route sends plain are encoded together, GIL released; the
+    others one by one): the per-text ids, in order, for every thread count, policy and add_special_tokens; a
+    text with a lone surrogate raises as the per-text call does; and HF tokenizers agrees on the plain ones."""
+    import ctok
+    import tokenizers
+    path = vocab_path(folder, "tokenizer.json")
+    if not path.exists():
+        pytest.skip(f"no {folder} tokenizer.json in ../shared")
+    enc = ctok.load(path)
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    texts = [corpus_text(n, 3_000)[i * 101:i * 101 + 40 + i * 17] for n in corpus_names() for i in range(12)]
+    texts += ["", " ", "Ω Å ﬁ \u212b", "e\u0301", "<|endoftext|>", "  indented\n    code", "<think>x</think>"]
+    texts += [t.upper() for t in texts[:20]]
+    want = [enc.encode_ordinary(t) for t in texts]
+    for threads in (1, 2):
+        assert enc.encode_ordinary_batch(texts, num_threads=threads) == want
+        for kw in ({}, {"allowed_special": "all"}, {"disallowed_special": ()}, {"add_special_tokens": True},
+                   {"allowed_special": "all", "add_special_tokens": True}):
+            try:
+                per_text = [enc.encode(t, **kw) for t in texts]
+            except ValueError:
+                with pytest.raises(ValueError):
+                    enc.encode_batch(texts, num_threads=threads, **kw)
+                continue
+            assert enc.encode_batch(texts, num_threads=threads, **kw) == per_text, kw
+    plain = [t for t in texts if "<" not in t]
+    assert enc.encode_ordinary_batch(plain, num_threads=2) == [hf.encode(t, add_special_tokens=False).ids
+                                                                for t in plain]
+    bad = texts[:10] + ["a\ud800b"] + texts[10:20]
+    with pytest.raises(Exception) as per_text_error:
+        enc.encode_ordinary("a\ud800b")
+    with pytest.raises(type(per_text_error.value)):
+        enc.encode_ordinary_batch(bad, num_threads=2)
