@@ -12,7 +12,7 @@ tests/test_pretok.py checks every code point and the shared corpus against both 
 
 Invalid UTF-8 never reads out of bounds: a bad byte is a one-byte character with no class (like punctuation).
 """
-from libc.stdint cimport uint16_t, uint32_t
+from libc.stdint cimport uint16_t, uint32_t, uint64_t
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 
 UNICODE_VERSION = CTOK_UNICODE_VERSION.decode("ascii")
@@ -51,6 +51,26 @@ cdef inline Py_ssize_t run_of(const unsigned char* s, Py_ssize_t n, Py_ssize_t i
                 break
             i += k
     return i
+
+
+cdef extern from "_bmp_run.h" nogil:
+    Py_ssize_t ctok_bmp3_run(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, const uint64_t* bits)
+    void ctok_bmp3_fill(uint64_t* bits, uint16_t mask, uint16_t val)
+
+# The 3-byte letters (\p{L}) as a set for ctok_bmp3_run (see _bmp_run.h): cl100k's letter runs, where CJK text
+# spends its characters.  Made from ctok_cp_flags at import, so it cannot disagree with it.
+cdef uint64_t BMP3_L[1024]
+ctok_bmp3_fill(BMP3_L, CT_L, CT_L)
+
+
+cdef inline Py_ssize_t run_of_after(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, Py_ssize_t k,
+                                    uint16_t mask, uint16_t val, const uint64_t* bits) noexcept nogil:
+    """run_of from i, the end of a character of the class of length k.  bits: the 3-byte characters c with
+    (flags(c) & mask) == val.  After a 3-byte character, the 3-byte ones that follow go through ctok_bmp3_run
+    first (CJK text); only here, not at every step of run_of, so that other scripts pay nothing per character."""
+    if k == 3:
+        i = ctok_bmp3_run(s, n, i, bits)
+    return run_of(s, n, i, mask, val)
 
 
 cdef inline bint is_alpha(unsigned char c) noexcept nogil:
@@ -234,13 +254,13 @@ cdef Py_ssize_t scan_cl100k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_
         return letter_run(s, n, pos + 2)
     k = ctok_char(s, n, pos, &f)  # pos < n by contract
     if f & CT_L:
-        return run_of(s, n, pos + k, CT_L, CT_L)
+        return run_of_after(s, n, pos + k, k, CT_L, CT_L, BMP3_L)
     if f & CT_N:
         return run_digits(s, n, pos, 1 if kind == PRETOK_QWEN else 3)
     if pos + k < n:
         k2 = ctok_char(s, n, pos + k, &f2)  # pos + k < n
         if (f2 & CT_L) and not (f & CT_CRLF):
-            return run_of(s, n, pos + k + k2, CT_L, CT_L)
+            return run_of_after(s, n, pos + k + k2, k2, CT_L, CT_L, BMP3_L)
         if s[pos] == 32 and not (f2 & LWSN):  # pos < n by contract
             return run_crlf(s, n, run_of(s, n, pos + 1 + k2, LWSN, 0))
     if not (f & LWSN):

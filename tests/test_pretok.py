@@ -582,6 +582,27 @@ def test_invalid_utf8_and_bounds():
         P.split(99, b"x")
 
 
+def test_cjk_runs_with_invalid_utf8():
+    """The runs of 3-byte characters (_bmp_run.h) stop at anything ctok_char would not decode as a 3-byte
+    character of the class: each byte of an overlong form (E0 80..9F, here also one that decodes to a letter),
+    a surrogate, a cut character, a 4-byte form above U+10FFFF, a stray continuation or a lead byte without
+    its continuations counts as a one-byte character with no class, as a stray continuation byte does.  Runs of
+    Han, kana, Lm and Hangul around each such sequence, at every distance from the segment's end."""
+    runs = ["中国語", "ひらがな", "カタカナー", "漢字々", "한국어", "ꀀꀁ", "\u0800\u0801"]
+    bad = [b"\xe0\x80\x80", b"\xe0\x81\x81", b"\xe0\x9f\xbf", b"\xed\xa0\x80", b"\xed\xbf\xbf", b"\xe4\xb8",
+           b"\xe4", b"\x80", b"\xbf\xbf\xbf", b"\xf0\x9f\x98", b"\xe4\xb8a",
+           b"\xe4\x3e\xad", b"\xef\xbf", b"\xf4\x90\x80\x80"]
+    for kind in ALL_KINDS:
+        for r in runs:
+            a = r.encode("utf-8")
+            for b in bad:
+                same = bytes(c if c < 0x80 else 0x80 for c in b)  # ASCII kept, each other byte a stray one
+                for tail in (b"", a[:3], a, a + a):
+                    text, ref = a + b + tail, a + same + tail
+                    assert P.piece_ends(kind, text) == P.piece_ends(kind, ref), (kind, r, b, tail)
+                    assert P.piece_ends_batched(kind, text) == P.piece_ends(kind, text), (kind, r, b, tail)
+
+
 def test_whole_and_empty():
     assert P.split(P.PRETOK_WHOLE, b"a b  c") == [b"a b  c"]
     for kind in ALL_KINDS:

@@ -1,0 +1,51 @@
+/* Runs of 3-byte UTF-8 characters of one class for the pretokenizer (ctok/_pretok.pyx).
+ *
+ * Why: Japanese and Chinese text is mostly runs of 3-byte letters, and ctok_char takes each through its
+ * lead-byte tests, the continuation, overlong and surrogate tests and three dependent table loads.  Here a
+ * character costs one 4-byte load, one test of its UTF-8 shape and one bit of an 8 KB set: a bit per BMP
+ * code point, 64 to a word, so that the word's index is the lead byte's low 4 bits and the first
+ * continuation's 6, and the bit's the second continuation's 6 (no code point to assemble).
+ *
+ * Contract: ctok_bmp3_run(s, n, i, bits), 0 <= i <= n, returns the first j = i + 3m (m >= 0) such that
+ * fewer than 4 bytes remain at j or the bytes at j are not a 3-byte character whose bit is set; the
+ * callers' general loop goes on from j (so the last character of a segment always takes it).  A set made
+ * by ctok_bmp3_fill holds no code point below U+0800 (overlong forms) or in U+D800..U+DFFF (surrogates),
+ * so every character taken is one that ctok_char decodes as 3 bytes with flags of the set's class.
+ */
+#ifndef CTOK_BMP_RUN_H
+#define CTOK_BMP_RUN_H
+#include <stdint.h>
+#include <string.h>
+#include <Python.h>
+#include "_unicode_tables.h"
+
+#define CTOK_BMP_WORDS 1024                 /* 0x10000 / 64 */
+
+static inline Py_ssize_t ctok_bmp3_run(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, const uint64_t* bits) {
+    while (i + 4 <= n) {
+        uint32_t w, hi;
+        memcpy(&w, s + i, 4);               /* s[i:i+4]: i + 4 <= n */
+        /* Little-endian: w's low byte is the lead.  A lead 0xE0..0xEF and two continuation bytes. */
+        if ((w & 0xC0C0F0u) != 0x8080E0u)
+            break;
+        hi = ((w & 0x0Fu) << 6) | ((w >> 8) & 0x3Fu);          /* cp >> 6 < 1024 = CTOK_BMP_WORDS */
+        if (!((bits[hi] >> ((w >> 16) & 0x3Fu)) & 1u))
+            break;
+        i += 3;
+    }
+    return i;
+}
+
+/* The set of code points U+0800..U+FFFF, surrogates left out, whose flags f satisfy (f & mask) == val. */
+static void ctok_bmp3_fill(uint64_t* bits, uint16_t mask, uint16_t val) {
+    uint32_t cp;
+    memset(bits, 0, CTOK_BMP_WORDS * sizeof(uint64_t));
+    for (cp = 0x800; cp < 0x10000; cp++) {
+        if (cp - 0xD800u < 0x800u)
+            continue;
+        if ((ctok_cp_flags(cp) & mask) == val)
+            bits[cp >> 6] |= (uint64_t)1 << (cp & 63);       /* cp >> 6 < 1024 */
+    }
+}
+
+#endif
