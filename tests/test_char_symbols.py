@@ -299,3 +299,57 @@ def test_two_character_tokens_in_runs_equal_tiktoken(family):
         after = "".join(chr(rnd.randint(0x3041, 0x3096)) for _ in range(rnd.randint(0, 2))).encode()
         piece = before + tok + after
         assert enc._core.encode_piece(piece) == ref._encode_single_piece(piece), piece
+
+
+TWO_BYTE = [(0x0400, 0x04FF), (0x0600, 0x06FF), (0x0370, 0x03FF), (0x0590, 0x05FF), (0x00A0, 0x024F),
+            (0x0530, 0x058F), (0x0700, 0x07FF), (0x0080, 0x07FF)]
+
+
+def _two_byte_pieces(rnd, count):
+    # Words of 2-byte characters (the characters symbolize_chars may start as their token beside a risky
+    # seam, pair_first), after every kind of byte a lead byte can follow in UTF-8: ASCII, the last byte of
+    # a 2-byte or 3-byte character; and before every kind it can precede.  Mostly one script, as in text,
+    # so that the frequent pairs of a script (whose partial-character tokens make the risky seams) occur.
+    heads = ["", " ", "x", "'", " ", "日", "अ", "ж", "ب", "é"]
+    tails = ["", "", "x", "語", "ं", "ж", "ا", "ñ", "1"]
+    out = []
+    for _ in range(count):
+        span = rnd.choice(TWO_BYTE)
+        word = []
+        for _ in range(rnd.randint(1, 14)):
+            if rnd.random() < 0.1:
+                span = rnd.choice(TWO_BYTE)
+            word.append(chr(rnd.randint(*span)))
+        out.append((rnd.choice(heads) + "".join(word) + rnd.choice(tails)).encode("utf-8"))
+    return out
+
+
+@pytest.mark.parametrize("family", ["o200k_base", "cl100k_base"])
+def test_two_byte_characters_beside_risky_seams_equal_tiktoken(family):
+    # pair_first's proof rests on Tables.byte_ctx holding, for the byte before a lead byte and the byte after
+    # a trail byte, the lowest rank of every merge that could join them: pieces against tiktoken, and real
+    # words of the Cyrillic and Arabic files with every character's context.
+    from _shared import corpus_text
+    enc = ctok.get_encoding(family)
+    ref = reference_encoding(family).enc
+    rnd = random.Random(SEED + 8)
+    for piece in _two_byte_pieces(rnd, 20000):
+        assert enc._core.encode_piece(piece) == ref._encode_single_piece(piece), piece
+    for name in ("ru_bible_synodal.txt", "ar_1001_nights.txt"):
+        words = sorted(set(corpus_text(name, 300_000).split()))
+        for w in words:
+            for piece in ((" " + w).encode("utf-8"), w.encode("utf-8")):
+                assert enc._core.encode_piece(piece) == ref._encode_single_piece(piece), piece
+
+
+def test_two_byte_characters_beside_risky_seams_llama3_equal_tokenizers():
+    # The same for Llama 3's tokenizer.json, whose merge ranks are not monotone.
+    tokenizers = pytest.importorskip("tokenizers")
+    path = vocab_path("llama3-hf", "tokenizer.json")
+    enc = ctok.load(str(path))
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    rnd = random.Random(SEED + 9)
+    pieces = [p.decode("utf-8") for p in _two_byte_pieces(rnd, 20000)]
+    for k in range(0, len(pieces), 50):
+        text = " ".join(pieces[k:k + 50])
+        assert enc.encode_ordinary(text) == ref.encode(text, add_special_tokens=False).ids, text
