@@ -283,12 +283,12 @@ cdef inline bint pair_first(const Tables* vocab, const uint8_t* s, Py_ssize_t n,
     # neighbour is a symbol ending with the byte s[k - 1], so a merge (X, b0) is one byte_ctx counts under
     # (s[k - 1], b0), all ranked above r when this returns True; likewise (b1, Y) under (b1, s[k + 2]);
     # at the piece's ends there is no neighbour.  And cp_token admits T only when no merge with T on
-    # either side ranks at or below r (`entry` is one token, not CP_SEVERAL).  So merging the pair first
-    # changes the order of no two merges that interact: the argument of symbolize_chars' proof, with
+    # either side ranks at or below r (`entry` is one token, not CP_SEVERAL or CP_NONE).  So merging the
+    # pair first changes the order of no two merges that interact: the argument of symbolize_chars' proof, with
     # byte_ctx in place of seam_ok for this one character.  k + 2 <= n: the caller decoded it whole.
     cdef uint64_t key = vocab.byte_pairs[(<uint32_t>s[k] << 8) | s[k + 1]]     # index < 65536
     cdef uint32_t r = <uint32_t>(key >> 32)
-    if (entry & CP_ID_MASK) == CP_SEVERAL or key == KEY_NONE:
+    if (entry & CP_ID_MASK) >= CP_SEVERAL or key == KEY_NONE:        # CP_SEVERAL or CP_NONE
         return False
     if k > 0 and vocab.byte_ctx[BYTE_CTX_LEFT + ((<uint32_t>s[k - 1] << 5) | (s[k] & 0x1F))] <= r:
         return False                                # index < 256 * 32: a byte and 5 bits
@@ -328,6 +328,8 @@ cdef Py_ssize_t symbolize_chars(const Tables* vocab, BpeScratch* sc, const uint8
     # two characters beside it as bytes, the symbols the reference starts from; the proof above is about
     # one character and its two seams, so every other character still starts whole.  (A piece of CJK in
     # cl100k or Llama 3 has such a seam more often than not: one of them sent the whole piece to bytes.)
+    # A character cp_token refuses (CP_NONE) is left as bytes the same way, with its neighbours, instead
+    # of sending the whole piece to bytes (Llama 3 refuses some Cyrillic and Arabic letters).
     # filtered_out[0]: keys[j] (for the m - 1 pairs made) is KEY_NONE where seam_bits' CHAR_PAIRS set
     # proves that the pair (ids[j], ids[j + 1]) merges into nothing, else KEY_PENDING: merge_linear looks
     # up only those.  False (no run of 3-byte characters was taken): keys were not written.  Only the runs
@@ -345,7 +347,7 @@ cdef Py_ssize_t symbolize_chars(const Tables* vocab, BpeScratch* sc, const uint8
     cdef uint64_t* kout
     cdef const uint32_t* cp_token = vocab.cp_token
     cdef const uint8_t* bits = vocab.seam_bits
-    cdef bint multi = False, prev_bytes = False, filtered = False, run = False
+    cdef bint multi = False, prev_bytes = False, filtered = False, run = False, refused
     while i < n:
         b0 = s[i]
         if b0 < 0x80:
@@ -364,10 +366,14 @@ cdef Py_ssize_t symbolize_chars(const Tables* vocab, BpeScratch* sc, const uint8
         else:
             return -1
         tid = cp_token[cp]                                  # cp < 0x10000
-        if (tid & CP_ID_MASK) == CP_NONE:
-            return -1
-        if m > 0 and ((prev & CP_SUFFIX_RISK) or (tid & CP_PREFIX_RISK)) and \
-                not seam_ok(bits, s, n, i, plen, ln):
+        refused = (tid & CP_ID_MASK) == CP_NONE
+        if refused:
+            # A character cp_token refuses starts as its bytes, what the reference starts from, and so do
+            # its neighbours unless seam_ok clears their seam with it (the flags make the next character
+            # ask); a byte that is no token sends the piece to the byte path below.
+            tid = CP_NONE | CP_SUFFIX_RISK | CP_PREFIX_RISK
+        if refused or (m > 0 and ((prev & CP_SUFFIX_RISK) or (tid & CP_PREFIX_RISK)) and
+                       not seam_ok(bits, s, n, i, plen, ln)):
             k = i
             if not prev_bytes:
                 m = prev_m                                  # the previous character again, as bytes

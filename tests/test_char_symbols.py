@@ -130,7 +130,7 @@ def _rank_order_vocab():
     return Vocab(tokens, merges), ids
 
 
-def test_characters_whose_token_merges_early_take_the_byte_path():
+def test_characters_whose_token_merges_early_start_as_bytes():
     # "yxé" by the merge rule: (y, x) at rank 3 comes before (C3, A9) at rank 5, so y and x join first and
     # "é" stays alone: [yx, é].  Merging "é" first would let (x, é) at rank 1 win: [y, xé], which is wrong.
     # So "é" must not start as a whole character, while "ñ" (all its uses rank above its making) may.
@@ -138,7 +138,9 @@ def test_characters_whose_token_merges_early_take_the_byte_path():
     assert v.char_table_stats() is not None
     assert _merge_for_test(v, "yxé".encode(), False, whole_piece_first=False) == [ids["yx"], ids["é"]]
     assert _merge_for_test(v, "yxé".encode(), True, whole_piece_first=False) == [ids["yx"], ids["é"]]
-    assert _chars_for_test(v, "yxé".encode()) is None
+    # "é" starts as its bytes, and so does its neighbour x (no seam check clears it); y starts whole.
+    assert _chars_for_test(v, "yxé".encode()) == [ord("y"), ord("x"), 0xC3, 0xA9]
+    assert _chars_for_test(v, "éé".encode()) == [0xC3, 0xA9, 0xC3, 0xA9]
     assert _chars_for_test(v, "yxñ".encode()) == [ord("y"), ord("x"), ids["ñ"]]
     # (C3 B1) at 0, (C3 A9) at 5, then (x, é) at 1 before (ñ, x) at 9.
     assert _merge_for_test(v, "ñxé".encode(), False, whole_piece_first=False) == [ids["ñ"], ids["xé"]]
@@ -353,3 +355,45 @@ def test_two_byte_characters_beside_risky_seams_llama3_equal_tokenizers():
     for k in range(0, len(pieces), 50):
         text = " ".join(pieces[k:k + 50])
         assert enc.encode_ordinary(text) == ref.encode(text, add_special_tokens=False).ids, text
+
+
+def test_refused_characters_beside_flagged_contexts_llama3_equal_tokenizers():
+    # Characters cp_token refuses (Llama 3: their token merges before it is whole) start as their bytes in a
+    # piece of whole characters; their neighbours must still pass the seam check, which the refused
+    # character's own flags (never computed) cannot ask for: each such character followed by the rest of
+    # every token that starts with a suffix of its bytes, against HF.
+    tokenizers = pytest.importorskip("tokenizers")
+    path = vocab_path("llama3-hf", "tokenizer.json")
+    enc = ctok.load(str(path))
+    vocab = enc._core.vocab
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    byte_ids = [vocab.token_id(bytes([b])) for b in range(256)]
+    refused = []
+    for cp in list(range(0x80, 0x800)) + list(range(0x3040, 0x3100)) + list(range(0x4E00, 0x5200)):
+        b = chr(cp).encode("utf-8")
+        if _chars_for_test(vocab, b) == [byte_ids[x] for x in b] and len(enc.encode_ordinary(chr(cp))) == 1:
+            refused.append(b)
+    assert len(refused) > 10, len(refused)
+    by_suffix = {}
+    for tid in range(vocab.size):
+        t = vocab.token_bytes(tid)
+        if t is None or len(t) < 2:
+            continue
+        k = 0
+        while k < len(t) and 0x80 <= t[k] < 0xC0:
+            k += 1
+        if 0 < k < len(t) and k <= 2:
+            rest = t[k:]
+            try:
+                rest.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            by_suffix.setdefault(t[:k], []).append(rest)
+    checked = 0
+    for c in refused:
+        for k in (1, 2):
+            for rest in by_suffix.get(c[-k:], []):
+                text = ("ж" + c.decode("utf-8") + rest.decode("utf-8"))
+                assert enc.encode_ordinary(text) == ref.encode(text, add_special_tokens=False).ids, text
+                checked += 1
+    assert checked > 50, checked
