@@ -301,8 +301,8 @@ cdef class Vocab:
             if first_use == NULL or risky == NULL or is_char == NULL:
                 raise MemoryError()
             # first_use[id]: the lowest rank of a merge with that token on either side.  A character whose
-            # token has a merge ranked at or below the top rank of the character's own lone BPE is left to
-            # the bytes path (see symbolize_chars); with monotone ranks (every rank file) none is.
+            # token has a merge ranked at or below the top rank of the character's own lone BPE starts as
+            # its bytes (see symbolize_chars); with monotone ranks (every rank file) none is.
             for i in range(n):
                 first_use[i] = 0x7FFFFFFFFFFFFFFF
             for i in range(n):
