@@ -12,7 +12,8 @@ from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memmove, memcpy, memcmp, memset
 from ctok._vocab cimport (Vocab, Tables, NO_ID, tables_lookup, tables_pair, bit_at, seam_index, SEAM_START_SHORT,
                          char_pair_index, CHAR_PAIRS, SEAM_START_LONG, SEAM_END_SHORT, SEAM_END_LONG, CP_SEVERAL, CP_NONE, CP_ID_MASK,
-                         CP_SUFFIX_RISK, CP_PREFIX_RISK, SEAM_PRE_START, SEAM_PRE_END, SEAM_PRE_ANY)
+                         CP_SUFFIX_RISK, CP_PREFIX_RISK, SEAM_PRE_START, SEAM_PRE_END, SEAM_PRE_ANY,
+                         BYTE_CTX_LEFT, BYTE_CTX_RIGHT)
 
 cdef enum:
     # Pieces with at most this many initial symbols use the linear scan.
@@ -272,6 +273,30 @@ cdef inline bint seam_ok(const uint8_t* bits, const uint8_t* s, Py_ssize_t n, Py
     return True
 
 
+cdef inline bint pair_first(const Tables* vocab, const uint8_t* s, Py_ssize_t n, Py_ssize_t k,
+                            uint32_t entry) noexcept nogil:
+    # The 2-byte character s[k:k+2] (cp_token entry `entry`), which a risky seam leaves as bytes, may
+    # start as its one token T instead: the reference merges its two bytes b0 b1 into T before either
+    # takes part in any other merge, and nothing that uses T ranks below that merge.  Proof: let r be the
+    # rank of (b0, b1).  While the pair is unmerged it is available, so the reference applies no merge
+    # ranked above r meanwhile (rank r itself is this same pair, elsewhere).  Until then b0's left
+    # neighbour is a symbol ending with the byte s[k - 1], so a merge (X, b0) is one byte_ctx counts under
+    # (s[k - 1], b0), all ranked above r when this returns True; likewise (b1, Y) under (b1, s[k + 2]);
+    # at the piece's ends there is no neighbour.  And cp_token admits T only when no merge with T on
+    # either side ranks at or below r (`entry` is one token, not CP_SEVERAL or CP_NONE).  So merging the
+    # pair first changes the order of no two merges that interact: the argument of symbolize_chars' proof, with
+    # byte_ctx in place of seam_ok for this one character.  k + 2 <= n: the caller decoded it whole.
+    cdef uint64_t key = vocab.byte_pairs[(<uint32_t>s[k] << 8) | s[k + 1]]     # index < 65536
+    cdef uint32_t r = <uint32_t>(key >> 32)
+    if (entry & CP_ID_MASK) >= CP_SEVERAL or key == KEY_NONE:        # CP_SEVERAL or CP_NONE
+        return False
+    if k > 0 and vocab.byte_ctx[BYTE_CTX_LEFT + ((<uint32_t>s[k - 1] << 5) | (s[k] & 0x1F))] <= r:
+        return False                                # index < 256 * 32: a byte and 5 bits
+    if k + 2 < n and vocab.byte_ctx[BYTE_CTX_RIGHT + (((<uint32_t>s[k + 1] & 0x3F) << 8) | s[k + 2])] <= r:
+        return False                                # index < 8192 + 64 * 256: 6 bits and a byte
+    return True
+
+
 cdef inline bint all_ascii(const uint8_t* s, Py_ssize_t n) noexcept nogil:
     # No byte >= 0x80 in s[0:n], 8 bytes a step.
     cdef uint64_t acc = 0, w
@@ -303,6 +328,8 @@ cdef Py_ssize_t symbolize_chars(const Tables* vocab, BpeScratch* sc, const uint8
     # two characters beside it as bytes, the symbols the reference starts from; the proof above is about
     # one character and its two seams, so every other character still starts whole.  (A piece of CJK in
     # cl100k or Llama 3 has such a seam more often than not: one of them sent the whole piece to bytes.)
+    # A character cp_token refuses (CP_NONE) is left as bytes the same way, with its neighbours, instead
+    # of sending the whole piece to bytes (Llama 3 refuses some Cyrillic and Arabic letters).
     # filtered_out[0]: keys[j] (for the m - 1 pairs made) is KEY_NONE where seam_bits' CHAR_PAIRS set
     # proves that the pair (ids[j], ids[j + 1]) merges into nothing, else KEY_PENDING: merge_linear looks
     # up only those.  False (no run of 3-byte characters was taken): keys were not written.  Only the runs
@@ -320,7 +347,7 @@ cdef Py_ssize_t symbolize_chars(const Tables* vocab, BpeScratch* sc, const uint8
     cdef uint64_t* kout
     cdef const uint32_t* cp_token = vocab.cp_token
     cdef const uint8_t* bits = vocab.seam_bits
-    cdef bint multi = False, prev_bytes = False, filtered = False, run = False
+    cdef bint multi = False, prev_bytes = False, filtered = False, run = False, refused
     while i < n:
         b0 = s[i]
         if b0 < 0x80:
@@ -339,15 +366,35 @@ cdef Py_ssize_t symbolize_chars(const Tables* vocab, BpeScratch* sc, const uint8
         else:
             return -1
         tid = cp_token[cp]                                  # cp < 0x10000
-        if (tid & CP_ID_MASK) == CP_NONE:
-            return -1
-        if m > 0 and ((prev & CP_SUFFIX_RISK) or (tid & CP_PREFIX_RISK)) and \
-                not seam_ok(bits, s, n, i, plen, ln):
+        refused = (tid & CP_ID_MASK) == CP_NONE
+        if refused:
+            # A character cp_token refuses starts as its bytes, what the reference starts from, and so do
+            # its neighbours unless seam_ok clears their seam with it (the flags make the next character
+            # ask); a byte that is no token sends the piece to the byte path below.
+            tid = CP_NONE | CP_SUFFIX_RISK | CP_PREFIX_RISK
+        if refused or (m > 0 and ((prev & CP_SUFFIX_RISK) or (tid & CP_PREFIX_RISK)) and
+                       not seam_ok(bits, s, n, i, plen, ln)):
             k = i
             if not prev_bytes:
                 m = prev_m                                  # the previous character again, as bytes
                 k = i - plen
             low = m
+            if k < i:
+                # The previous character: its token when pair_first proves it exact, else its bytes.
+                if plen == 2 and pair_first(vocab, s, n, k, prev):
+                    ids[m] = prev & CP_ID_MASK              # m <= k < n
+                    m += 1
+                    k = i
+            if ln == 2 and pair_first(vocab, s, n, i, tid):
+                while k < i:                                # a previous character pair_first refused
+                    if vocab.byte_id[s[k]] == NO_ID:
+                        return -1
+                    ids[m] = vocab.byte_id[s[k]]            # m <= k < n
+                    m += 1
+                    k += 1
+                ids[m] = tid & CP_ID_MASK                   # m <= i < n
+                m += 1
+                k = i + ln
             while k < i + ln:                               # i + ln <= n: the character was decoded whole
                 if vocab.byte_id[s[k]] == NO_ID:
                     return -1

@@ -19,6 +19,11 @@ cdef struct PairEntry:
     uint32_t rank               # merge rank: lower merges first
     uint32_t new_id             # id of the merged token
 
+cdef enum:
+    BYTE_CTX_LEFT = 0               # 256 x 32 entries
+    BYTE_CTX_RIGHT = 8192           # 64 x 256 entries
+    BYTE_CTX_SIZE = 8192 + 16384
+
 cdef struct PairItem:
     uint32_t right
     uint32_t rank
@@ -44,6 +49,12 @@ cdef struct Tables:
     # The merge of every pair of single-byte tokens, indexed (first byte << 8) | second byte:
     # (rank << 32) | merged id, or all ones.  Every BPE starts with these; a direct table keeps them in cache.
     uint64_t* byte_pairs
+    # The lowest rank of a merge that joins a lone byte of a 2-byte character to the byte beside it, by
+    # those two bytes (BYTE_CTX_LEFT + (byte before << 5 | lead & 0x1F): merges (X, lead) where X ends with
+    # that byte; BYTE_CTX_RIGHT + ((trail & 0x3F) << 8 | byte after): merges (trail, Y) where Y starts with
+    # it), all ones when none: _bpe.symbolize_chars starts such a character as its token when both rank
+    # above its own pair.
+    uint32_t* byte_ctx
     # Whole characters as first symbols (_bpe.symbolize_chars).  cp_token[code point] (BMP): the one token
     # BPE makes of that character alone, CP_SEVERAL when it makes more, CP_NONE when a byte is no token
     # or when some merge with that token on either side ranks before the last merge of the character's
@@ -251,6 +262,7 @@ cdef class Vocab:
     cdef void _derive_pairs(self) except *
     cdef void _load_pairs(self, merges) except *
     cdef void _build_byte_pairs(self) except *
+    cdef void _build_byte_ctx(self) except *
     cdef void _build_char_tables(self) except *
     cdef void _build_pair_lists(self) except *
     cdef bint _hpair(self, uint32_t left, uint32_t right, uint32_t* rank, uint32_t* new_id) noexcept nogil

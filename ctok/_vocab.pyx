@@ -185,6 +185,7 @@ cdef class Vocab:
         self._hmask = 0
         self._hcount = 0
         self.t.byte_pairs = NULL
+        self.t.byte_ctx = NULL
         self.t.cp_token = NULL
         self.t.seam_bits = NULL
         self.t.self_merges = NULL
@@ -194,7 +195,8 @@ cdef class Vocab:
         self.t.max_token_len = 0
 
     def __dealloc__(self):
-        free(self.t.byte_pairs)                   # always our own allocations, these three
+        free(self.t.byte_pairs)                   # always our own allocations, these
+        free(self.t.byte_ctx)
         free(self.t.cp_token)
         free(self.t.seam_bits)
         free(self.t.self_merges)
@@ -299,8 +301,8 @@ cdef class Vocab:
             if first_use == NULL or risky == NULL or is_char == NULL:
                 raise MemoryError()
             # first_use[id]: the lowest rank of a merge with that token on either side.  A character whose
-            # token has a merge ranked at or below the top rank of the character's own lone BPE is left to
-            # the bytes path (see symbolize_chars); with monotone ranks (every rank file) none is.
+            # token has a merge ranked at or below the top rank of the character's own lone BPE starts as
+            # its bytes (see symbolize_chars); with monotone ranks (every rank file) none is.
             for i in range(n):
                 first_use[i] = 0x7FFFFFFFFFFFFFFF
             for i in range(n):
@@ -406,6 +408,40 @@ cdef class Vocab:
                     self.t.byte_pairs[(a << 8) | b] = (<uint64_t>rank << 32) | new_id
                 else:
                     self.t.byte_pairs[(a << 8) | b] = 0xFFFFFFFFFFFFFFFFULL
+        self._build_byte_ctx()
+
+    cdef void _build_byte_ctx(self) except *:
+        # Tables.byte_ctx from every merge: a lone lead byte (0xC2-0xDF) on the right, a lone trail byte
+        # (0x80-0xBF) on the left.
+        cdef Py_ssize_t left, k
+        cdef uint32_t right, rank, lo, hi
+        cdef Py_ssize_t idx
+        cdef uint8_t lb, rb
+        if self.t.byte_ctx == NULL:
+            self.t.byte_ctx = <uint32_t*>malloc(BYTE_CTX_SIZE * sizeof(uint32_t))
+            if self.t.byte_ctx == NULL:
+                raise MemoryError()
+        memset(self.t.byte_ctx, 0xFF, BYTE_CTX_SIZE * sizeof(uint32_t))
+        for left in range(self.t.n_ids):
+            lo = self.t.pair_start[left]
+            hi = self.t.pair_start[left + 1]
+            for k in range(lo, hi):
+                right = self.t.pair_list[k].right
+                rank = self.t.pair_list[k].rank
+                if self.t.offsets[right + 1] - self.t.offsets[right] == 1:
+                    rb = self.t.blob[self.t.offsets[right]]
+                    if 0xC2 <= rb < 0xE0 and self.t.offsets[left + 1] > self.t.offsets[left]:
+                        lb = self.t.blob[self.t.offsets[left + 1] - 1]          # the left token's last byte
+                        idx = BYTE_CTX_LEFT + ((<Py_ssize_t>lb << 5) | (rb & 0x1F))
+                        if rank < self.t.byte_ctx[idx]:
+                            self.t.byte_ctx[idx] = rank
+                if self.t.offsets[left + 1] - self.t.offsets[left] == 1:
+                    lb = self.t.blob[self.t.offsets[left]]
+                    if 0x80 <= lb < 0xC0 and self.t.offsets[right + 1] > self.t.offsets[right]:
+                        rb = self.t.blob[self.t.offsets[right]]                 # the right token's first byte
+                        idx = BYTE_CTX_RIGHT + ((<Py_ssize_t>(lb & 0x3F) << 8) | rb)
+                        if rank < self.t.byte_ctx[idx]:
+                            self.t.byte_ctx[idx] = rank
 
     cdef void _build_slots(self, Py_ssize_t n_ord) except *:
         cdef uint64_t size = table_size(n_ord)
