@@ -84,37 +84,10 @@ cdef extern from *:
     """
     #define ctok_prefetch(p) __builtin_prefetch((p), 0, 3)
 
-    /* The list of the ints of ids[0:n], taken from (and added to) cache[id].  PyList_New(n) would zero its n
-       slots first (calloc), a second pass over them; here the slots are filled in a private array that the
-       list takes only when complete, so the list is never seen with an unset slot, not even by the garbage
-       collector, and a failed int allocation leaves nothing half made. */
+    /* The list of the ints of ids[0:n] (see _int_list.h). */
+    #include "_int_list.h"
     static PyObject* ctok_ids_list(const uint32_t* ids, Py_ssize_t n, PyObject** cache) {
-        PyListObject* op = (PyListObject*)PyList_New(0);
-        PyObject** items;
-        Py_ssize_t i, j;
-        if (op == NULL || n == 0) return (PyObject*)op;
-        items = (PyObject**)PyMem_Malloc((size_t)n * sizeof(PyObject*));
-        if (items == NULL) { Py_DECREF(op); return PyErr_NoMemory(); }
-        for (i = 0; i < n; i++) {
-            uint32_t t = ids[i];               /* every id the encoder emits is < n_ids, the cache's size */
-            PyObject* o = cache[t];
-            if (o == NULL) {
-                o = PyLong_FromUnsignedLong(t);
-                if (o == NULL) {
-                    for (j = 0; j < i; j++) Py_DECREF(items[j]);
-                    PyMem_Free(items);
-                    Py_DECREF(op);
-                    return NULL;
-                }
-                cache[t] = o;                  /* the cache keeps this reference */
-            }
-            Py_INCREF(o);                      /* and the list gets its own */
-            items[i] = o;
-        }
-        op->ob_item = items;
-        op->allocated = n;
-        Py_SET_SIZE(op, n);
-        return (PyObject*)op;
+        return ctok_int_list(NULL, 0, ids, n, NULL, 0, cache);
     }
     """
     void ctok_prefetch(const void* p) nogil

@@ -87,43 +87,10 @@ cdef extern from "_utf8.h":
 cdef extern from *:
     """
     /* The list of head[0:nh] (new references to the same objects) followed by the ints of ids[0:ni] and of
-       tail[0:nt] (from, and added to, cache[id]): one array filled once and taken by the list when complete,
-       where a slice of the cached list plus `+=` would zero, copy and grow the array three times.  As
-       ctok_ids_list (_encoder.pyx): the list is never seen with an unset slot, and a failed int allocation
-       leaves nothing half made. */
-    static PyObject* ctok_prefix_list(PyObject* const* head, Py_ssize_t nh, const uint32_t* ids, Py_ssize_t ni,
-                                      const uint32_t* tail, Py_ssize_t nt, PyObject** cache) {
-        PyListObject* op = (PyListObject*)PyList_New(0);
-        Py_ssize_t n = nh + ni + nt, i, j, k;
-        PyObject** items;
-        if (op == NULL || n == 0) return (PyObject*)op;
-        items = (PyObject**)PyMem_Malloc((size_t)n * sizeof(PyObject*));
-        if (items == NULL) { Py_DECREF(op); return PyErr_NoMemory(); }
-        /* a copy, then the reference counts: the loop of increments then has no store that its next load
-           must wait for */
-        if (nh > 0) memcpy(items, head, (size_t)nh * sizeof(PyObject*));
-        for (i = 0; i < nh; i++) Py_INCREF(items[i]);
-        for (k = 0; k < ni + nt; k++, i++) {               /* i = nh + k < n, the array's size */
-            uint32_t t = k < ni ? ids[k] : tail[k - ni];   /* ids the encoder emitted: < n_ids, the cache's size */
-            PyObject* o = cache[t];
-            if (o == NULL) {
-                o = PyLong_FromUnsignedLong(t);
-                if (o == NULL) {
-                    for (j = 0; j < i; j++) Py_DECREF(items[j]);
-                    PyMem_Free(items);
-                    Py_DECREF(op);
-                    return NULL;
-                }
-                cache[t] = o;                  /* the cache keeps this reference */
-            }
-            Py_INCREF(o);
-            items[i] = o;
-        }
-        op->ob_item = items;
-        op->allocated = n;
-        Py_SET_SIZE(op, n);
-        return (PyObject*)op;
-    }
+       tail[0:nt] (_int_list.h): one array filled once and taken by the list when complete, where a slice of
+       the cached list plus `+=` would zero, copy and grow the array three times. */
+    #include "_int_list.h"
+    #define ctok_prefix_list ctok_int_list
     """
     list ctok_prefix_list(PyObject* const* head, Py_ssize_t nh, const uint32_t* ids, Py_ssize_t ni,
                           const uint32_t* tail, Py_ssize_t nt, PyObject** cache)
