@@ -1290,9 +1290,7 @@ cdef class TokenScan:
             self.fc.n = 0                           # nothing to find: every text holds none
 
     def maybe_holding(self, list texts):
-        if self.fc.n < 0:
-            return list(texts)
-        return [t for t in texts if type(t) is not str or not holds_none(<str>t, &self.fc, self.by_prefix)]
+        return [texts[i] for i in self.holding_indices(texts)]
 
     def holding_indices(self, list texts):
         """The indices of the texts maybe_holding would return, in order."""

@@ -53,6 +53,7 @@ cdef class PrefixCache:
     cdef Py_ssize_t _bytes_used
     cdef readonly unsigned long long hits, misses, reused_bytes, encoded_bytes, evictions, inserts
     cdef readonly unsigned long long passthrough, front_hits
+    cdef void _count_lookup(self, Py_ssize_t p, Py_ssize_t n)
     cdef _alloc_table(self, Py_ssize_t cap)
     cdef int _table_put(self, uint64_t h, int32_t slot) except -1
     cdef void _table_del(self, uint64_t h, int32_t slot) noexcept

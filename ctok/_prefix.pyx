@@ -498,6 +498,15 @@ cdef class PrefixCache:
         self._bytes_used -= e.size
         e.slot = -1
 
+    cdef void _count_lookup(self, Py_ssize_t p, Py_ssize_t n):
+        # The counters of one lookup that reused p bytes of an n-byte text (the lock held).
+        if p:
+            self.hits += 1
+            self.reused_bytes += p
+        else:
+            self.misses += 1
+        self.encoded_bytes += n - p
+
     def encode(self, CoreEncoder core not None, bytes data not None):
         """core.encode_ordinary(data), reusing the ids of the longest safely cut cached prefix."""
         return self._encode(core, data, <const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), False,
@@ -648,13 +657,8 @@ cdef class PrefixCache:
             result = self._ids_list(core, e, n_p, out.data, out.size)
             self._acquire()
             try:
-                if p:
-                    self.hits += 1
-                    self.reused_bytes += p
-                else:
-                    self.misses += 1
+                self._count_lookup(p, n)
                 self.front_hits += 1
-                self.encoded_bytes += n - p
             finally:
                 PyThread_release_lock(self._plock)
             return result
@@ -781,12 +785,7 @@ cdef class PrefixCache:
                 size += PyUnicode_GET_LENGTH(text) * PyUnicode_KIND(text)   # the str's own code units, kept
             self._acquire()
             try:
-                if p:
-                    self.hits += 1
-                    self.reused_bytes += p
-                else:
-                    self.misses += 1
-                self.encoded_bytes += n - p
+                self._count_lookup(p, n)
                 if keep and size <= self.max_bytes:
                     new = _Entry()
                     new.owner = data
