@@ -15,7 +15,8 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcpy, memcmp, memset
 
-from ctok._vocab cimport Vocab, Tables, Slot, NO_ID, tables_lookup, tables_lookup_hashed, hash_bytes, load_head, load_head_padded
+from ctok._vocab cimport (Vocab, Tables, Slot, NO_ID, tables_lookup, tables_lookup_hashed, hash_bytes, load_head,
+                         load_head_padded, load_tail)
 from ctok._piece_cache cimport PieceCache, CacheEntry, cache_get, cache_put, cache_init, cache_free, cache_bytes, CACHE_MAX_PIECE
 from ctok._bpe cimport (IdVec, BpeScratch, BpeOptions, BPE_OK, BPE_NOMEM, idvec_free, idvec_reserve, idvec_push, scratch_init,
                         scratch_free, bpe_encode_piece, bpe_merge_piece)
@@ -185,7 +186,9 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
     # Locals, not fields: stores into out.data could alias the tables as far as the compiler knows, and
     # it would load every field again after each one.
     cdef const Slot* slots = t.slots
+    cdef const uint64_t* tails = t.slot_tails
     cdef uint64_t slot_mask = t.slot_mask
+    cdef uint64_t idx
     cdef uint32_t* data
     cdef Py_ssize_t size
     end[0] = pos
@@ -207,7 +210,7 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
                             else load_head(s + bounds[j], ln))
                 hashes[j] = hash_bytes(s + bounds[j], ln, heads[j])
                 ctok_prefetch(&slots[hashes[j] & slot_mask])          # masked to the table size
-        # Most pieces are a token of at most 8 bytes found at its first probe: answered here, without
+        # Most pieces are a token of at most 16 bytes found at its first probe: answered here, without
         # a call.  The reserve leaves room for one id per piece of this batch still to come.
         if out.size + k > out.cap and idvec_reserve(out, k) != BPE_OK:
             return BPE_NOMEM
@@ -215,10 +218,13 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
         size = out.size
         for j in range(k):
             ln = bounds[j + 1] - bounds[j]
-            if ln <= 8:
-                e = &slots[hashes[j] & slot_mask]                      # masked to the table size
-                # A free slot has len 0xFFFFFFFF, never equal to ln.
-                if e.len == ln and e.head == heads[j] and (whole or (self_merges != NULL and self_merges[e.id])):
+            if ln <= 16:
+                idx = hashes[j] & slot_mask
+                e = &slots[idx]                                        # masked to the table size
+                # A free slot has len 0xFFFFFFFF, never equal to ln.  Past 8 bytes the piece's last 8 (inside
+                # it: ln > 8) must be the slot's tail.
+                if e.len == ln and e.head == heads[j] and (ln <= 8 or tails[idx] == load_tail(s + bounds[j], ln)) and (
+                        whole or (self_merges != NULL and self_merges[e.id])):
                     data[size] = e.id                                  # size < cap: room kept for each piece to come
                     size += 1
                     continue

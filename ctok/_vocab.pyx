@@ -179,6 +179,7 @@ cdef class Vocab:
         self.t.offsets = NULL
         self.t.kind = NULL
         self.t.slots = NULL
+        self.t.slot_tails = NULL
         self.t.pair_start = NULL
         self.t.pair_list = NULL
         self._hpairs = NULL
@@ -200,6 +201,7 @@ cdef class Vocab:
         free(self.t.cp_token)
         free(self.t.seam_bits)
         free(self.t.self_merges)
+        free(self.t.slot_tails)                   # derived at load, never in _backing
         free(self._hpairs)
         if self._borrowed:
             return                                # the other tables point into _backing, which owns them
@@ -454,6 +456,10 @@ cdef class Vocab:
             raise MemoryError()
         memset(self.t.slots, 0xFF, size * sizeof(Slot))
         self.t.slot_mask = size - 1
+        free(self.t.slot_tails)
+        self.t.slot_tails = <uint64_t*>calloc(size, sizeof(uint64_t))
+        if self.t.slot_tails == NULL:
+            raise MemoryError()
         for i in range(self.t.n_ids):
             if self.t.kind[i] != 1:
                 continue
@@ -473,6 +479,8 @@ cdef class Vocab:
             self.t.slots[h].head = head
             self.t.slots[h].id = <uint32_t>i
             self.t.slots[h].len = <uint32_t>n
+            if 8 < n <= 16:
+                self.t.slot_tails[h] = load_tail(s, n)
 
     cdef void _alloc_pairs(self, Py_ssize_t n) except *:
         cdef uint64_t size = table_size(n)
@@ -767,12 +775,18 @@ cdef class Vocab:
             if v.t.kind[j] == 1 and <Py_ssize_t>(v.t.offsets[j + 1] - v.t.offsets[j]) > v.t.max_token_len:
                 v.t.max_token_len = v.t.offsets[j + 1] - v.t.offsets[j]
         used = 0
+        v.t.slot_tails = <uint64_t*>calloc(slot_size, sizeof(uint64_t))
+        if v.t.slot_tails == NULL:
+            raise MemoryError()
         for j in range(slot_size):
             if v.t.slots[j].id != NO_ID:
                 used += 1
                 if (v.t.slots[j].id >= n or v.t.kind[v.t.slots[j].id] != 1 or
                         v.t.slots[j].len != v.t.offsets[v.t.slots[j].id + 1] - v.t.offsets[v.t.slots[j].id]):
                     raise ValueError("compiled vocabulary: bad token slot")
+                if 8 < v.t.slots[j].len <= 16:
+                    # The token's bytes are blob[offsets[id]:offsets[id + 1]], inside the blob (checked above).
+                    v.t.slot_tails[j] = load_tail(v.t.blob + v.t.offsets[v.t.slots[j].id], v.t.slots[j].len)
         if used >= slot_size:
             raise ValueError("compiled vocabulary: token table has no free slot")
         # Merge lists: starts monotone from 0 to n_pairs, items name ordinary tokens, rights strictly
@@ -796,7 +810,8 @@ cdef class Vocab:
         return v
 
 
-cdef uint64_t COMPILED_VERSION = 4   # 3: merges as per-left-token lists; 4: hash_bytes of one multiply
+cdef uint64_t COMPILED_VERSION = 5   # 3: merges as per-left-token lists; 4: hash_bytes of one multiply;
+                                     # 5: hash_bytes ends on the last 8 bytes
 
 
 cdef inline void _set_bit(uint8_t* bits, uint32_t i) noexcept nogil:

@@ -279,3 +279,65 @@ def test_compiled_cache_keeps_the_stamp_from_before_parsing(tmp_path, monkeypatc
     assert cache.load_compiled(str(src), args) is not None
     cache.save_compiled(str(src), args, meta, enc._core.vocab, stamp=before)     # stamped before the rewrite
     assert cache.load_compiled(str(src), args) is None
+
+
+def test_tokens_of_9_to_16_bytes_match_on_every_byte():
+    # Such a token is found by its slot's head (bytes 0-7) and tail (the last 8).  Most tokens here share
+    # one head and one length, so a lookup probing past its slot meets many slots whose head and length
+    # match: only the tail tells them apart.  Pieces differing in any later byte, or a byte shorter or
+    # longer, are other tokens or none.  Checked on the built tables and after the compiled round trip.
+    head = b" interna"
+    upper = range(65, 91)
+    tokens = [bytes([b]) for b in range(256)]
+    tokens += [head + bytes([x, y]) for x in upper for y in upper]
+    tokens += [head + bytes(range(65, 65 + ln - 8)) for ln in range(11, 17)] + [b"\x00" * 16]
+    index = {tok: i for i, tok in enumerate(tokens)}
+    built = Vocab(tokens, None)
+    for vocab in (built, Vocab.from_bytes(built.to_bytes())):
+        for tid, tok in enumerate(tokens):
+            assert vocab.token_id(tok) == tid
+        for x in range(256):
+            for y in (0x61, 0x7A, 0x41, 0x5A, 0xFF):
+                piece = head + bytes([x, y])
+                assert vocab.token_id(piece) == index.get(piece, -1), piece
+        for tok in tokens[256:]:
+            for k in range(8, len(tok)):
+                other = tok[:k] + bytes([tok[k] ^ 0x20]) + tok[k + 1:]
+                assert vocab.token_id(other) == index.get(other, -1), (tok, k)
+            assert vocab.token_id(tok[:-1]) == index.get(tok[:-1], -1)
+            assert vocab.token_id(tok + b"Z") == -1
+
+
+def test_pieces_of_9_to_16_bytes_encode_like_tiktoken_when_heads_collide(o200k, o200k_ref):
+    # The same vocabulary as a rank file, encoded with o200k's pattern by the encoder's inline lookup
+    # (piece cache off, so every piece is looked up) and by tiktoken over the same ranks.
+    head = b" interna"
+    upper, lower = range(65, 91), range(97, 123)
+    tokens = [bytes([b]) for b in range(256)] + [head + bytes([x, y]) for x in upper for y in upper]
+    ref = tiktoken.Encoding("heads", pat_str=o200k_ref._pat_str,
+                            mergeable_ranks={tok: i for i, tok in enumerate(tokens)}, special_tokens={})
+    core = CoreEncoder(tokens, None, pretok_kind=o200k._core.pretok_kind, piece_cache_bytes=0)
+    text = b"".join(head + bytes([x, y]) for x in (*upper, *lower) for y in (*lower, *upper))
+    assert core.encode_ordinary(text) == ref.encode_ordinary(text.decode("ascii"))
+
+
+def test_long_tokens_and_near_misses_encode_like_tiktoken(o200k, o200k_ref):
+    # The encoder answers pieces of up to 16 bytes inline from the token table: every o200k token of 9-16
+    # bytes that is valid UTF-8, alone, with its last or ninth byte changed, and cut by one byte.
+    rnd = random.Random(SEED)
+    texts = []
+    for tid in range(o200k_ref.n_vocab):
+        try:
+            raw = o200k_ref.decode_single_token_bytes(tid)
+        except KeyError:
+            continue
+        if 9 <= len(raw) <= 16:
+            for variant in (raw, raw[:-1] + bytes([raw[-1] ^ 1]), raw[:8] + bytes([raw[8] ^ 1]) + raw[9:],
+                            raw[:-1]):
+                try:
+                    texts.append(variant.decode("utf-8"))
+                except UnicodeDecodeError:
+                    pass
+    rnd.shuffle(texts)
+    for text in texts[:20000]:
+        assert o200k.encode_ordinary(text) == o200k_ref.encode_ordinary(text), text
