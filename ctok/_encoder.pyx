@@ -189,6 +189,7 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
     cdef const uint64_t* tails = t.slot_tails
     cdef uint64_t slot_mask = t.slot_mask
     cdef uint64_t idx
+    cdef bint absent
     cdef uint32_t* data
     cdef Py_ssize_t size
     end[0] = pos
@@ -218,6 +219,7 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
         size = out.size
         for j in range(k):
             ln = bounds[j + 1] - bounds[j]
+            absent = False
             if ln <= 16:
                 idx = hashes[j] & slot_mask
                 e = &slots[idx]                                        # masked to the table size
@@ -228,9 +230,12 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
                     data[size] = e.id                                  # size < cap: room kept for each piece to come
                     size += 1
                     continue
+                # A free first slot proves the piece is no token (probing would stop there): most pieces
+                # that are no token (the piece cache's hits) need no second lookup.
+                absent = e.id == NO_ID
             out.size = size
             if ln <= max_len:
-                rc = encode_piece_hashed(st, s + bounds[j], ln, heads[j], hashes[j], out, sc)
+                rc = encode_piece_hashed(st, s + bounds[j], ln, heads[j], hashes[j], out, sc, absent)
             else:
                 rc = bpe_merge_piece(t, &st.opt, s + bounds[j], ln, out, sc)     # longer than any token
             if rc != BPE_OK:
@@ -246,12 +251,15 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
 
 
 cdef int encode_piece_hashed(const EncoderState* st, const uint8_t* p, Py_ssize_t n, uint64_t head, uint64_t h,
-                             IdVec* out, BpeScratch* sc) noexcept nogil:
+                             IdVec* out, BpeScratch* sc, bint absent=False) noexcept nogil:
     # encode_piece_cached for a piece whose hash_bytes the caller computed (the piece cache keys on it too).
+    # absent: the caller knows the piece is no token.
     cdef uint32_t tid
     cdef Py_ssize_t before
     cdef int rc
-    if st.opt.whole_piece_first:
+    if absent:
+        pass
+    elif st.opt.whole_piece_first:
         tid = tables_lookup_hashed(st.tables, p, n, head, h)
         if tid != NO_ID:
             return idvec_push(out, tid)

@@ -192,7 +192,7 @@ cdef bint entry_get(CacheEntry* e, const uint8_t* s, Py_ssize_t n, uint64_t h, I
     if e.hash != h or e.length != <uint32_t>n:
         return False
     n_ids = e.n_ids
-    if n_ids > CACHE_MAX_IDS or idvec_reserve(out, CACHE_MAX_IDS) != BPE_OK:
+    if n_ids > CACHE_MAX_IDS or (out.cap - out.size < CACHE_MAX_IDS and idvec_reserve(out, CACHE_MAX_IDS) != BPE_OK):
         return False                                    # torn read (the sequence check would reject it too),
                                                         # or no memory: the caller encodes the piece instead
     same = piece_equal(e.piece, s, n)                   # n <= CACHE_MAX_PIECE
