@@ -18,6 +18,17 @@ cdef struct BpeOptions:
     # UTF-8 gives), so that first symbols take an array read instead of a hash lookup.  NULL: look up.
     const uint32_t* char_token
 
+cdef enum:
+    LONG_SLOTS = 16             # BpeScratch.longs: entries ...
+    LONG_SLOT_BYTES = 256       # ... for pieces of LONG_MEMO_MIN (49) up to this many bytes
+
+cdef struct LongEntry:
+    uint64_t seen               # hash of the last piece that missed here: a piece is kept at its second miss
+    int32_t length              # -1: empty
+    int32_t n_ids               # <= length: BPE never makes more ids than bytes
+    uint8_t piece[LONG_SLOT_BYTES]
+    uint32_t ids[LONG_SLOT_BYTES]
+
 cdef struct BpeScratch:
     # Per-thread working memory, reused across pieces so the hot loop does not allocate.
     Py_ssize_t cap
@@ -40,6 +51,13 @@ cdef struct BpeScratch:
     Py_ssize_t last_n
     const Tables* last_vocab  # the vocabulary and options it was merged with
     const BpeOptions* last_opt
+    # Pieces of 49-256 bytes (too long for the piece cache) merged recently, LONG_SLOTS entries direct
+    # mapped by hash: code and markup repeat a few separator and rule lines (`####...`, `+----+----+`)
+    # that alternate, which the one last piece above misses.  Only pieces starting with an ASCII byte, kept
+    # at their second miss: long CJK pieces almost never repeat.  NULL until the first such piece.
+    LongEntry* longs
+    const Tables* longs_vocab
+    const BpeOptions* longs_opt
 
 cdef enum:
     BPE_OK = 0

@@ -13,7 +13,7 @@ from libc.string cimport memmove, memcpy, memcmp, memset
 from ctok._vocab cimport (Vocab, Tables, NO_ID, tables_lookup, tables_pair, bit_at, seam_index, SEAM_START_SHORT,
                          char_pair_index, CHAR_PAIRS, SEAM_START_LONG, SEAM_END_SHORT, SEAM_END_LONG, CP_SEVERAL, CP_NONE, CP_ID_MASK,
                          CP_SUFFIX_RISK, CP_PREFIX_RISK, SEAM_PRE_START, SEAM_PRE_END, SEAM_PRE_ANY,
-                         BYTE_CTX_LEFT, BYTE_CTX_RIGHT)
+                         BYTE_CTX_LEFT, BYTE_CTX_RIGHT, load_head_padded, hash_bytes)
 
 cdef enum:
     # Pieces with at most this many initial symbols use the linear scan.
@@ -22,8 +22,8 @@ cdef enum:
     LONG_PIECE = 256
     CHUNK = 48
     PAIR_MEMO_BITS = 12             # BpeScratch.memo: 4096 entries of 16 bytes
-    LONG_MEMO_MIN = 49              # BpeScratch.last_piece: pieces the piece cache does not keep ...
-    LONG_MEMO_MAX = 4096            # ... up to this length
+    LONG_MEMO_MIN = 49              # BpeScratch.longs and last_piece: pieces the piece cache does not keep ...
+    LONG_MEMO_MAX = 4096            # ... up to this length (longs: up to LONG_SLOT_BYTES)
 cdef uint32_t RANK_NONE = 0xFFFFFFFF
 
 cdef extern from "_char_run.h" nogil:
@@ -83,6 +83,9 @@ cdef void scratch_init(BpeScratch* s) noexcept nogil:
     s.last_n = 0
     s.last_vocab = NULL
     s.last_opt = NULL
+    s.longs = NULL
+    s.longs_vocab = NULL
+    s.longs_opt = NULL
 
 
 cdef void scratch_free(BpeScratch* s) noexcept nogil:
@@ -94,6 +97,7 @@ cdef void scratch_free(BpeScratch* s) noexcept nogil:
     free(s.tree)
     free(s.last_piece)
     free(s.last_ids)
+    free(s.longs)
     scratch_init(s)
 
 
@@ -878,6 +882,31 @@ cdef int bpe_merge_piece(const Tables* vocab, const BpeOptions* opt, const uint8
                          IdVec* out, BpeScratch* scratch) noexcept nogil:
     cdef Py_ssize_t before = out.size
     cdef int rc
+    cdef LongEntry* e
+    cdef uint64_t h
+    cdef bint keep
+    # Only pieces that start with an ASCII byte: the repeated ones are separator and rule lines, and CJK
+    # runs of this length, nearly all new, paid for the hash and the memo's branches (o200k Japanese first
+    # pass +0.5% instructions, +3.6% mispredicted branches) and never hit.
+    if LONG_MEMO_MIN <= n <= LONG_SLOT_BYTES and s[0] < 0x80:
+        h = hash_bytes(s, n, load_head_padded(s, n))                 # n >= 49: 8 bytes readable
+        e = long_entry(vocab, opt, scratch, h)
+        if e != NULL and e.length == n and memcmp(e.piece, s, n) == 0:
+            if idvec_reserve(out, e.n_ids) != BPE_OK:
+                return BPE_NOMEM
+            memcpy(out.data + out.size, e.ids, e.n_ids * sizeof(uint32_t))    # reserved above
+            out.size += e.n_ids
+            return BPE_OK
+        keep = e != NULL and e.seen == h
+        if e != NULL:
+            e.seen = h
+        rc = merge_piece_uncached(vocab, opt, s, n, out, scratch)
+        if rc == BPE_OK and keep and out.size - before <= n:         # always (BPE makes at most n ids)
+            memcpy(e.piece, s, n)                                    # n <= LONG_SLOT_BYTES
+            memcpy(e.ids, out.data + before, (out.size - before) * sizeof(uint32_t))   # <= n entries
+            e.n_ids = <int32_t>(out.size - before)
+            e.length = <int32_t>n
+        return rc
     if LONG_MEMO_MIN <= n <= LONG_MEMO_MAX:
         if (scratch.last_len == n and scratch.last_vocab == vocab and scratch.last_opt == opt
                 and memcmp(scratch.last_piece, s, n) == 0):
@@ -894,6 +923,24 @@ cdef int bpe_merge_piece(const Tables* vocab, const BpeOptions* opt, const uint8
                 scratch.last_opt = opt
         return rc
     return merge_piece_uncached(vocab, opt, s, n, out, scratch)
+
+
+cdef LongEntry* long_entry(const Tables* vocab, const BpeOptions* opt, BpeScratch* sc, uint64_t h) noexcept nogil:
+    # The entry of sc.longs for a piece of hash h, emptied of another encoder's pieces; NULL when it cannot
+    # be allocated (the piece is then merged without the memo).
+    cdef Py_ssize_t i
+    if sc.longs == NULL:
+        sc.longs = <LongEntry*>malloc(LONG_SLOTS * sizeof(LongEntry))
+        if sc.longs == NULL:
+            return NULL
+        sc.longs_vocab = NULL
+    if sc.longs_vocab != vocab or sc.longs_opt != opt:
+        for i in range(LONG_SLOTS):
+            sc.longs[i].length = -1
+            sc.longs[i].seen = 0
+        sc.longs_vocab = vocab
+        sc.longs_opt = opt
+    return &sc.longs[h & (LONG_SLOTS - 1)]                         # masked: < LONG_SLOTS
 
 
 cdef void remember_long(BpeScratch* sc, const uint8_t* s, Py_ssize_t n, const uint32_t* ids, Py_ssize_t k) noexcept nogil:

@@ -341,3 +341,22 @@ def test_long_tokens_and_near_misses_encode_like_tiktoken(o200k, o200k_ref):
     rnd.shuffle(texts)
     for text in texts[:20000]:
         assert o200k.encode_ordinary(text) == o200k_ref.encode_ordinary(text), text
+
+
+def test_repeated_long_pieces_encode_like_tiktoken(o200k, o200k_ref):
+    # Pieces of 49-256 bytes, too long for the piece cache, are kept per scratch from their second miss
+    # (LongEntry): separator and rule lines that alternate, pieces of equal length and different bytes
+    # (which may share an entry), the limits 48/49 and 256/257, and non-ASCII-led runs that are never kept.
+    rnd = random.Random(SEED)
+    lines = []
+    for ch in "#=-+*~_.":
+        for n in (47, 48, 49, 50, 63, 64, 80, 128, 255, 256, 257, 300):
+            lines.append(ch * n + "\n")
+            lines.append(" " + ch * (n - 2) + "+\n")
+    lines += ["+" + "-" * 40 + "+" + "-" * 60 + "+\n", "+" + "-" * 60 + "+" + "-" * 40 + "+\n",
+              "日本語" * 20 + "\n", "ёж" * 40 + "\n"]
+    text = "".join(rnd.choice(lines) for _ in range(3000))
+    for _ in range(2):                                  # the second call meets the kept entries
+        assert o200k.encode_ordinary(text) == o200k_ref.encode_ordinary(text)
+    parts = [text[i:i + 5000] for i in range(0, len(text), 5000)]
+    assert o200k.encode_ordinary_batch(parts, num_threads=2) == o200k_ref.encode_ordinary_batch(parts)
