@@ -1,7 +1,7 @@
 # Contract of the native encoder (see _encoder.pyx), and the Cython-level API for embedding engines:
 #     from ctok._encoder cimport CoreEncoder, capi_encode, capi_decode
 # Another Cython extension can hold a CoreEncoder (Encoding._core) and call these without the GIL.
-from libc.stdint cimport uint8_t, uint32_t, int32_t, int64_t
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t, int64_t
 from cpython.object cimport PyObject
 from ctok._vocab cimport Vocab, Tables
 from ctok._bpe cimport IdVec, BpeScratch, BpeOptions
@@ -54,6 +54,8 @@ cdef struct EncoderState:
     PieceCache cache        # pieces that needed merging -> their ids (shared, lock-free; may be off)
     uint8_t marker[8]       # PRETOK_MARKER_WORDS: the word marker (SentencePiece's U+2581), 1..8 bytes
     int marker_len
+    uint64_t marker_word    # the marker's bytes as a word loaded from memory reads them, zero padded ...
+    uint64_t marker_mask    # ... and the mask of its marker_len bytes: one masked compare per test
     # self_merges[id]: a piece equal to token id merges back to id alone under these options, so it is
     # emitted without merging (merge lists without ignore_merges).  NULL: none known.  Byte-level: the
     # vocabulary's table; char-level: CoreEncoder.own_self_merges.

@@ -26,6 +26,7 @@ from cpython.pycapsule cimport PyCapsule_Destructor
 from ctok.errors import UnknownTokenError
 
 import os
+import sys
 
 # Texts shorter than this many bytes are encoded without releasing the GIL (a release/re-acquire pair
 # costs more than encoding a few words).
@@ -58,7 +59,15 @@ cdef extern from "Python.h":
 
 
 cdef inline bint marker_at(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Py_ssize_t p) noexcept nogil:
-    return p >= 0 and p + st.marker_len <= n and memcmp(s + p, st.marker, st.marker_len) == 0
+    # Asked twice at each marker of the text (once per word): a fixed-size load and a masked compare where 8
+    # bytes can be read, memcmp (a library call) only near the end.
+    cdef uint64_t w
+    if p < 0 or p + st.marker_len > n:
+        return False
+    if p + 8 <= n:
+        memcpy(&w, s + p, 8)                          # p + 8 <= n
+        return (w & st.marker_mask) == st.marker_word
+    return memcmp(s + p, st.marker, st.marker_len) == 0
 
 
 cdef Py_ssize_t next_marker_word_end(const EncoderState* st, const uint8_t* s, Py_ssize_t n,
@@ -443,6 +452,9 @@ cdef class CoreEncoder:
                 raise ValueError("PRETOK_MARKER_WORDS needs a marker of 1 to 8 bytes")
             memcpy(self.state.marker, <const char*>marker, len(marker))
             self.state.marker_len = len(marker)
+            # As a word loaded from memory reads them (sys.byteorder), so that marker_at's compare is exact.
+            self.state.marker_word = int.from_bytes(marker.ljust(8, b"\0"), sys.byteorder)
+            self.state.marker_mask = int.from_bytes((b"\xff" * len(marker)).ljust(8, b"\0"), sys.byteorder)
         if marker_prepend is not None:
             if pretok_kind != PRETOK_MARKER_WORDS or marker_prepend not in (
                     PREPEND_NEVER, PREPEND_NONEMPTY, PREPEND_UNMARKED):
