@@ -70,16 +70,44 @@ cdef inline bint marker_at(const EncoderState* st, const uint8_t* s, Py_ssize_t 
     return memcmp(s + p, st.marker, st.marker_len) == 0
 
 
+cdef extern from *:
+    """
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #endif
+    /* The first i in [p, n) with s[i] == b, or n.  Words are a few bytes long: one 16-byte block answers most
+       calls, with no library call (memchr costs more than the search for such distances). */
+    static inline Py_ssize_t ctok_find_byte(const uint8_t* s, Py_ssize_t p, Py_ssize_t n, uint8_t b) {
+    #if defined(__SSE2__)
+        const __m128i want = _mm_set1_epi8((char)b);
+        while (p + 16 <= n) {
+            unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(s + p)), want));
+            if (m)
+                return p + __builtin_ctz(m);
+            p += 16;
+        }
+    #endif
+        while (p < n && s[p] != b)
+            p++;
+        return p;
+    }
+    """
+    Py_ssize_t ctok_find_byte(const uint8_t* s, Py_ssize_t p, Py_ssize_t n, uint8_t b) nogil
+
+
 cdef Py_ssize_t next_marker_word_end(const EncoderState* st, const uint8_t* s, Py_ssize_t n,
                                      Py_ssize_t pos) noexcept nogil:
     # The piece from pos runs to the next marker that follows a non-marker character, or to n.
     cdef Py_ssize_t p = pos + 1
     cdef int ml = st.marker_len
-    while p < n:
-        if s[p] == st.marker[0] and marker_at(st, s, n, p) and not marker_at(st, s, n, p - ml):
+    cdef uint8_t first = st.marker[0]
+    while True:
+        p = ctok_find_byte(s, p, n, first)                 # p <= n
+        if p >= n:
+            return n
+        if marker_at(st, s, n, p) and not marker_at(st, s, n, p - ml):
             return p
         p += 1
-    return n
 
 
 cdef enum:
