@@ -35,6 +35,37 @@ cdef extern from "_char_run.h" nogil:
 
 cdef extern from *:
     """
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #endif
+    /* Drop element 0 of p[0..16], moving p[1..16] down one place: a fixed-size move, every load before any
+       store (the ranges overlap), no call and no branch on the length.  The caller owns p[0..17). */
+    static inline void ctok_drop16_u32(uint32_t* p) {
+    #if defined(__SSE2__)
+        __m128i a = _mm_loadu_si128((const __m128i*)(p + 1)), b = _mm_loadu_si128((const __m128i*)(p + 5));
+        __m128i c = _mm_loadu_si128((const __m128i*)(p + 9)), d = _mm_loadu_si128((const __m128i*)(p + 13));
+        _mm_storeu_si128((__m128i*)p, a); _mm_storeu_si128((__m128i*)(p + 4), b);
+        _mm_storeu_si128((__m128i*)(p + 8), c); _mm_storeu_si128((__m128i*)(p + 12), d);
+    #else
+        for (int i = 0; i < 16; i++) p[i] = p[i + 1];
+    #endif
+    }
+    static inline void ctok_drop16_u64(uint64_t* p) {
+    #if defined(__SSE2__)
+        __m128i r[8];
+        for (int i = 0; i < 8; i++) r[i] = _mm_loadu_si128((const __m128i*)(p + 1 + 2 * i));
+        for (int i = 0; i < 8; i++) _mm_storeu_si128((__m128i*)(p + 2 * i), r[i]);
+    #else
+        for (int i = 0; i < 16; i++) p[i] = p[i + 1];
+    #endif
+    }
+    """
+    void ctok_drop16_u32(uint32_t* p) nogil
+    void ctok_drop16_u64(uint64_t* p) nogil
+
+
+cdef extern from *:
+    """
     #define CTOK_KEY_NONE 0xFFFFFFFFFFFFFFFFULL
     #define CTOK_KEY_PENDING 0xFFFFFFFFFFFFFFFEULL
     """
@@ -585,11 +616,17 @@ cdef Py_ssize_t merge_linear(const Tables* vocab, BpeScratch* sc, Py_ssize_t m,
         if best_key == 0xFFFFFFFFFFFFFFFFULL:
             break
         ids[best] = <uint32_t>best_key
-        # Remove symbol best+1 and the key of pair (best+1, best+2): shift the tails left by one.
-        for i in range(best + 1, m - 1):
-            ids[i] = ids[i + 1]
-        for i in range(best + 1, m - 2):
-            keys[i] = keys[i + 1]
+        # Remove symbol best+1 and the key of pair (best+1, best+2): shift the tails left by one.  Short
+        # pieces move a fixed 16 entries (past m is scratch room: best + 18 <= m + 16 <= 32 < sc.cap, which
+        # is at least 256): the loops became memmove calls, a call and its length branches per merge.
+        if m <= 16:
+            ctok_drop16_u32(&ids[best + 1])
+            ctok_drop16_u64(&keys[best + 1])
+        else:
+            for i in range(best + 1, m - 1):
+                ids[i] = ids[i + 1]
+            for i in range(best + 1, m - 2):
+                keys[i] = keys[i + 1]
         m -= 1
         if best > 0:
             keys[best - 1] = memo_key(vocab, sc, ids[best - 1], ids[best])
