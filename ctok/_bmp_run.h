@@ -48,4 +48,32 @@ static void ctok_bmp3_fill(uint64_t* bits, uint16_t mask, uint16_t val) {
     }
 }
 
+/* The same for 2-byte characters (Cyrillic, Greek, Arabic, Hebrew, Latin with diacritics...): a bit per code
+ * point below U+0800, indexed by the code point itself (the lead's low 5 bits and the continuation's 6).
+ * ctok_bmp2_run(s, n, i, bits), 0 <= i <= n, returns the first j = i + 2m (m >= 0) such that fewer than 2
+ * bytes remain at j or the bytes at j are not a 2-byte character whose bit is set.  A set made by
+ * ctok_bmp2_fill holds no code point below U+0080, so overlong forms (leads C0, C1) always stop the run. */
+#define CTOK_BMP2_WORDS 32                  /* 0x800 / 64 */
+
+static inline Py_ssize_t ctok_bmp2_run(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, const uint64_t* bits) {
+    while (i + 2 <= n) {
+        uint32_t b0 = s[i], b1 = s[i + 1], cp;          /* i + 2 <= n */
+        if ((b0 & 0xE0u) != 0xC0u || (b1 & 0xC0u) != 0x80u)
+            break;
+        cp = ((b0 & 0x1Fu) << 6) | (b1 & 0x3Fu);        /* < 0x800: cp >> 6 < 32 = CTOK_BMP2_WORDS */
+        if (!((bits[cp >> 6] >> (cp & 63)) & 1u))
+            break;
+        i += 2;
+    }
+    return i;
+}
+
+static void ctok_bmp2_fill(uint64_t* bits, uint16_t mask, uint16_t val) {
+    uint32_t cp;
+    memset(bits, 0, CTOK_BMP2_WORDS * sizeof(uint64_t));
+    for (cp = 0x80; cp < 0x800; cp++)
+        if ((ctok_cp_flags(cp) & mask) == val)
+            bits[cp >> 6] |= (uint64_t)1 << (cp & 63);       /* cp >> 6 < 32 */
+}
+
 #endif

@@ -56,20 +56,36 @@ cdef inline Py_ssize_t run_of(const unsigned char* s, Py_ssize_t n, Py_ssize_t i
 cdef extern from "_bmp_run.h" nogil:
     Py_ssize_t ctok_bmp3_run(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, const uint64_t* bits)
     void ctok_bmp3_fill(uint64_t* bits, uint16_t mask, uint16_t val)
+    Py_ssize_t ctok_bmp2_run(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, const uint64_t* bits)
+    void ctok_bmp2_fill(uint64_t* bits, uint16_t mask, uint16_t val)
 
 # The 3-byte letters (\p{L}) as a set for ctok_bmp3_run (see _bmp_run.h): cl100k's letter runs, where CJK text
 # spends its characters.  Made from ctok_cp_flags at import, so it cannot disagree with it.
 cdef uint64_t BMP3_L[1024]
 ctok_bmp3_fill(BMP3_L, CT_L, CT_L)
+# The 2-byte characters of cl100k's letter runs, of o200k's LO runs, and of both o200k classes (UP and LO:
+# Lm, Lo and marks, e.g. all of Arabic), for ctok_bmp2_run.  For 2-byte characters Kimi's masks (which add
+# CT_HAN) select the same ones: no Han character is below U+0800.
+cdef uint64_t BMP2_L[32]
+cdef uint64_t BMP2_LO[32]
+cdef uint64_t BMP2_UPLO[32]
+ctok_bmp2_fill(BMP2_L, CT_L, CT_L)
+ctok_bmp2_fill(BMP2_LO, CT_LO | CT_HAN, CT_LO)
+ctok_bmp2_fill(BMP2_UPLO, CT_UP | CT_LO | CT_HAN, CT_UP | CT_LO)
 
 
 cdef inline Py_ssize_t run_of_after(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, Py_ssize_t k,
-                                    uint16_t mask, uint16_t val, const uint64_t* bits) noexcept nogil:
-    """run_of from i, the end of a character of the class of length k.  bits: the 3-byte characters c with
-    (flags(c) & mask) == val.  After a 3-byte character, the 3-byte ones that follow go through ctok_bmp3_run
-    first (CJK text); only here, not at every step of run_of, so that other scripts pay nothing per character."""
-    if k == 3:
-        i = ctok_bmp3_run(s, n, i, bits)
+                                    uint16_t mask, uint16_t val, const uint64_t* bits3,
+                                    const uint64_t* bits2) noexcept nogil:
+    """run_of from i, the end of a character of the class of length k.  bits3 and bits2: the 3-byte and
+    2-byte characters c with (flags(c) & mask) == val (NULL: none taken this way).  After a 3-byte (2-byte)
+    character, the ones of its length that follow go through ctok_bmp3_run (ctok_bmp2_run) first: CJK text,
+    and Cyrillic, Greek, Arabic...; only here, not at every step of run_of, so that other text pays nothing
+    per character."""
+    if k == 3 and bits3 != NULL:
+        i = ctok_bmp3_run(s, n, i, bits3)
+    elif k == 2 and bits2 != NULL:
+        i = ctok_bmp2_run(s, n, i, bits2)
     return run_of(s, n, i, mask, val)
 
 
@@ -254,13 +270,13 @@ cdef Py_ssize_t scan_cl100k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_
         return letter_run(s, n, pos + 2)
     k = ctok_char(s, n, pos, &f)  # pos < n by contract
     if f & CT_L:
-        return run_of_after(s, n, pos + k, k, CT_L, CT_L, BMP3_L)
+        return run_of_after(s, n, pos + k, k, CT_L, CT_L, BMP3_L, BMP2_L)
     if f & CT_N:
         return run_digits(s, n, pos, 1 if kind == PRETOK_QWEN else 3)
     if pos + k < n:
         k2 = ctok_char(s, n, pos + k, &f2)  # pos + k < n
         if (f2 & CT_L) and not (f & CT_CRLF):
-            return run_of_after(s, n, pos + k + k2, k2, CT_L, CT_L, BMP3_L)
+            return run_of_after(s, n, pos + k + k2, k2, CT_L, CT_L, BMP3_L, BMP2_L)
         if s[pos] == 32 and not (f2 & LWSN):  # pos < n by contract
             return run_crlf(s, n, run_of(s, n, pos + 1 + k2, LWSN, 0))
     if not (f & LWSN):
@@ -273,19 +289,27 @@ cdef inline Py_ssize_t o200k_alt1(const unsigned char* s, Py_ssize_t n, Py_ssize
                                   uint16_t upmask, uint16_t lomask) noexcept nogil:
     """UP* LO+ anchored at q (leftmost-first backtracking result), or -1.  UP = (flags & upmask) == CT_UP.
     f and k: the flags and length of the character at q (q < n), which the callers have decoded already."""
-    cdef Py_ssize_t i = q, lastlo = -1, lastlo_end = -1
+    cdef Py_ssize_t i = q, lastlo = -1, lastlo_end = -1, j
     while True:
         if (f & upmask) != CT_UP:
             break
         if (f & lomask) == CT_LO:
             lastlo = i
             lastlo_end = i + k
+            if k == 2:
+                # 2-byte characters of both classes that follow (Arabic letters and marks, ...): UP* goes on
+                # over them and each is the last LO so far.
+                j = ctok_bmp2_run(s, n, i + 2, BMP2_UPLO)
+                if j > i + 2:
+                    lastlo = j - 2
+                    lastlo_end = j
+                    i = j - 2
         i += k
         if i >= n:
             break
         k = ctok_char(s, n, i, &f)  # i < n
     if i < n and (f & lomask) == CT_LO:  # f, k: the character at i, which LO+ takes
-        return run_of(s, n, i + k, lomask, CT_LO)
+        return run_of_after(s, n, i + k, k, lomask, CT_LO, NULL, BMP2_LO)
     if lastlo >= 0:
         return lastlo_end
     return -1
