@@ -243,7 +243,7 @@ cdef Py_ssize_t scan_gpt2(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos) 
             k = k2
             f = f2
     if f & CT_L:
-        return run_of(s, n, p + k, CT_L, CT_L)
+        return run_of_after(s, n, p + k, k, CT_L, CT_L, BMP3_L, BMP2_L)
     if f & CT_N:
         return run_of(s, n, p + k, CT_N, CT_N)
     if not (f & CT_WS):
