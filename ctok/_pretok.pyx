@@ -63,6 +63,19 @@ cdef extern from "_bmp_run.h" nogil:
 # spends its characters.  Made from ctok_cp_flags at import, so it cannot disagree with it.
 cdef uint64_t BMP3_L[1024]
 ctok_bmp3_fill(BMP3_L, CT_L, CT_L)
+# Kimi's [\p{Han}]+ runs (no Han character is below U+0800: no 2-byte set).
+cdef uint64_t BMP3_HAN[1024]
+ctok_bmp3_fill(BMP3_HAN, CT_HAN, CT_HAN)
+# o200k's (and Tekken's) classes among 3-byte characters: both UP and LO (kana, Han, Hangul: Lo), and LO;
+# Kimi's leave Han out of both (its Han runs are pieces of their own).
+cdef uint64_t BMP3_UPLO[1024]
+cdef uint64_t BMP3_LO[1024]
+cdef uint64_t BMP3_UPLO_KIMI[1024]
+cdef uint64_t BMP3_LO_KIMI[1024]
+ctok_bmp3_fill(BMP3_UPLO, CT_UP | CT_LO, CT_UP | CT_LO)
+ctok_bmp3_fill(BMP3_LO, CT_LO, CT_LO)
+ctok_bmp3_fill(BMP3_UPLO_KIMI, CT_UP | CT_LO | CT_HAN, CT_UP | CT_LO)
+ctok_bmp3_fill(BMP3_LO_KIMI, CT_LO | CT_HAN, CT_LO)
 # The 2-byte characters of cl100k's letter runs, of o200k's LO runs, and of both o200k classes (UP and LO:
 # Lm, Lo and marks, e.g. all of Arabic), for ctok_bmp2_run.  For 2-byte characters Kimi's masks (which add
 # CT_HAN) select the same ones: no Han character is below U+0800.
@@ -290,6 +303,8 @@ cdef inline Py_ssize_t o200k_alt1(const unsigned char* s, Py_ssize_t n, Py_ssize
     """UP* LO+ anchored at q (leftmost-first backtracking result), or -1.  UP = (flags & upmask) == CT_UP.
     f and k: the flags and length of the character at q (q < n), which the callers have decoded already."""
     cdef Py_ssize_t i = q, lastlo = -1, lastlo_end = -1, j
+    cdef const uint64_t* up3 = &BMP3_UPLO_KIMI[0] if upmask & CT_HAN else &BMP3_UPLO[0]
+    cdef const uint64_t* lo3 = &BMP3_LO_KIMI[0] if lomask & CT_HAN else &BMP3_LO[0]
     while True:
         if (f & upmask) != CT_UP:
             break
@@ -304,12 +319,19 @@ cdef inline Py_ssize_t o200k_alt1(const unsigned char* s, Py_ssize_t n, Py_ssize
                     lastlo = j - 2
                     lastlo_end = j
                     i = j - 2
+            elif k == 3:
+                # The same for 3-byte ones (kana, Han but for Kimi, Hangul).
+                j = ctok_bmp3_run(s, n, i + 3, up3)
+                if j > i + 3:
+                    lastlo = j - 3
+                    lastlo_end = j
+                    i = j - 3
         i += k
         if i >= n:
             break
         k = ctok_char(s, n, i, &f)  # i < n
     if i < n and (f & lomask) == CT_LO:  # f, k: the character at i, which LO+ takes
-        return run_of_after(s, n, i + k, k, lomask, CT_LO, NULL, BMP2_LO)
+        return run_of_after(s, n, i + k, k, lomask, CT_LO, lo3, BMP2_LO)
     if lastlo >= 0:
         return lastlo_end
     return -1
@@ -351,7 +373,7 @@ cdef Py_ssize_t scan_o200k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_t
         return e
     k = ctok_char(s, n, pos, &f)  # pos < n
     if kind == PRETOK_KIMI and f & CT_HAN:
-        return run_of(s, n, pos + k, CT_HAN, CT_HAN)
+        return run_of_after(s, n, pos + k, k, CT_HAN, CT_HAN, BMP3_HAN, NULL)
     # letters; X = [^\r\n\p{L}\p{N}] may be taken as a one-character prefix
     prefix = not (f & (CT_L | CT_N | CT_CRLF)) and pos + k < n
     e = -1
