@@ -76,4 +76,29 @@ static void ctok_bmp2_fill(uint64_t* bits, uint16_t mask, uint16_t val) {
             bits[cp >> 6] |= (uint64_t)1 << (cp & 63);       /* cp >> 6 < 32 */
 }
 
+/* Sets of characters whose flags f have some bit of `any`, no bit of `none` and every bit of `must`:
+ * DeepSeek's letter runs ([\p{L}\p{M}] within one group of its CJK split). */
+static void ctok_bmp3_fill_any(uint64_t* bits, uint16_t any, uint16_t none, uint16_t must) {
+    uint32_t cp;
+    memset(bits, 0, CTOK_BMP_WORDS * sizeof(uint64_t));
+    for (cp = 0x800; cp < 0x10000; cp++) {
+        uint16_t f;
+        if (cp - 0xD800u < 0x800u)
+            continue;
+        f = ctok_cp_flags(cp);
+        if ((f & any) && !(f & none) && (f & must) == must)
+            bits[cp >> 6] |= (uint64_t)1 << (cp & 63);       /* cp >> 6 < 1024 */
+    }
+}
+
+static void ctok_bmp2_fill_any(uint64_t* bits, uint16_t any, uint16_t none, uint16_t must) {
+    uint32_t cp;
+    memset(bits, 0, CTOK_BMP2_WORDS * sizeof(uint64_t));
+    for (cp = 0x80; cp < 0x800; cp++) {
+        uint16_t f = ctok_cp_flags(cp);
+        if ((f & any) && !(f & none) && (f & must) == must)
+            bits[cp >> 6] |= (uint64_t)1 << (cp & 63);       /* cp >> 6 < 32 */
+    }
+}
+
 #endif

@@ -58,6 +58,8 @@ cdef extern from "_bmp_run.h" nogil:
     void ctok_bmp3_fill(uint64_t* bits, uint16_t mask, uint16_t val)
     Py_ssize_t ctok_bmp2_run(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, const uint64_t* bits)
     void ctok_bmp2_fill(uint64_t* bits, uint16_t mask, uint16_t val)
+    void ctok_bmp3_fill_any(uint64_t* bits, uint16_t any, uint16_t none, uint16_t must)
+    void ctok_bmp2_fill_any(uint64_t* bits, uint16_t any, uint16_t none, uint16_t must)
 
 # The 3-byte letters (\p{L}) as a set for ctok_bmp3_run (see _bmp_run.h): cl100k's letter runs, where CJK text
 # spends its characters.  Made from ctok_cp_flags at import, so it cannot disagree with it.
@@ -430,6 +432,16 @@ cdef inline Py_ssize_t ds_char(const unsigned char* s, Py_ssize_t n, Py_ssize_t 
     return k
 
 
+# DeepSeek's [\p{L}\p{M}] runs as sets of 2- and 3-byte characters, per group: not \p{N}, and outside or
+# inside its CJK class (no 2-byte character is in it).
+cdef uint64_t DS2_LM[32]
+cdef uint64_t DS3_LM[1024]
+cdef uint64_t DS3_LM_CJK[1024]
+ctok_bmp2_fill_any(DS2_LM, CT_L | CT_M, CT_N | CT_DSCJK, 0)
+ctok_bmp3_fill_any(DS3_LM, CT_L | CT_M, CT_N | CT_DSCJK, 0)
+ctok_bmp3_fill_any(DS3_LM_CJK, CT_L | CT_M, CT_N, CT_DSCJK)
+
+
 cdef inline Py_ssize_t ds_run(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, uint16_t grp,
                               uint16_t want) noexcept nogil:
     """Run of in-group characters having any flag of want."""
@@ -440,6 +452,17 @@ cdef inline Py_ssize_t ds_run(const unsigned char* s, Py_ssize_t n, Py_ssize_t i
         if k == 0 or not (f & want):
             return i
         i += k
+
+
+cdef Py_ssize_t ds_letters_after(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, Py_ssize_t k,
+                                 uint16_t grp) noexcept nogil:
+    """ds_run(..., CT_L | CT_M) from i, the end of such a character of length k: the 2- or 3-byte ones that
+    follow it go through the bit sets first (Cyrillic, Arabic, kana, Hangul...), as run_of_after does."""
+    if k == 2 and grp == 0:
+        i = ctok_bmp2_run(s, n, i, DS2_LM)
+    elif k == 3:
+        i = ctok_bmp3_run(s, n, i, &DS3_LM_CJK[0] if grp else &DS3_LM[0])
+    return ds_run(s, n, i, grp, CT_L | CT_M)
 
 
 cdef Py_ssize_t ds_match(const unsigned char* s, Py_ssize_t n, Py_ssize_t p, uint16_t grp) noexcept nogil:
@@ -462,9 +485,9 @@ cdef Py_ssize_t ds_match(const unsigned char* s, Py_ssize_t n, Py_ssize_t p, uin
     if (f & CT_APUNCT) and k2 and (f2 & CT_AALPHA):
         return ds_run(s, n, p + k + k2, grp, CT_AALPHA)
     if not (f & (CT_CRLF | CT_L | CT_P | CT_S)) and k2 and (f2 & (CT_L | CT_M)):
-        return ds_run(s, n, p + k + k2, grp, CT_L | CT_M)
+        return ds_letters_after(s, n, p + k + k2, k2, grp)
     if f & (CT_L | CT_M):
-        return ds_run(s, n, p + k, grp, CT_L | CT_M)
+        return ds_letters_after(s, n, p + k, k, grp)
     if s[p] == 32 and k2 and (f2 & (CT_P | CT_S)):  # p < n: the character at p is in the group
         q = p + 1
         k = k2
