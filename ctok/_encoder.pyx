@@ -400,7 +400,8 @@ cdef class CoreEncoder:
                  marker_prepend=None, piece_cache_bytes=None):
         # vocab: prebuilt tables (e.g. from the compiled cache) instead of token_bytes/merges/special_bytes.
         if vocab is None:
-            self.vocab = Vocab(token_bytes, merges, special_bytes)
+            self.vocab = Vocab(token_bytes, merges, special_bytes,
+                               live_merges=merges is not None and not char_level)
         else:
             self.vocab = vocab
             merges = None if vocab.rank_merges else ()
