@@ -45,6 +45,7 @@ cdef extern from "_utf8.h":
         int len
     size_t ctok_utf8_bound(object text, const ctok_marker* mk)
     Py_ssize_t ctok_utf8_write(PyObject* text, uint8_t* out, const ctok_marker* mk) nogil
+    int ctok_str_ready(object text) except -1
 
 cdef extern from "Python.h":
     Py_ssize_t PyUnicode_GET_LENGTH(object s)
@@ -451,7 +452,8 @@ cdef class CoreEncoder:
                  marker_prepend=None, piece_cache_bytes=None):
         # vocab: prebuilt tables (e.g. from the compiled cache) instead of token_bytes/merges/special_bytes.
         if vocab is None:
-            self.vocab = Vocab(token_bytes, merges, special_bytes)
+            self.vocab = Vocab(token_bytes, merges, special_bytes,
+                               live_merges=merges is not None and not char_level)
         else:
             self.vocab = vocab
             merges = None if vocab.rank_merges else ()
@@ -1237,8 +1239,10 @@ cpdef str exact_str(object text):
 
 
 cdef extern from "Python.h":
-    Py_ssize_t PyUnicode_FindChar(object s, Py_UCS4 ch, Py_ssize_t start, Py_ssize_t end, int direction) except -2
     Py_UCS4 PyUnicode_READ_CHAR(object s, Py_ssize_t i)
+
+cdef extern from "_find_char.h":
+    Py_ssize_t ctok_find_char(object text, Py_UCS4 ch, Py_ssize_t start, Py_ssize_t end)
 
 
 from unicodedata2 import normalize as _unicode_normalize
@@ -1304,12 +1308,15 @@ cdef bint holds_none(str text, const FirstChars* fc, dict by_prefix) except -1:
     # followed by none of its second characters, or few enough occurrences of a token's first two characters
     # (see PREFIX_CHECKS) where none of the tokens starting with them (by_prefix) begins.  A token of two or
     # more characters cannot start elsewhere.
-    cdef Py_ssize_t n = len(text), pos, ln
-    cdef Py_ssize_t max_checks = PREFIX_CHECKS + n // PREFIX_CHECK_CHARS, checks = 0
+    cdef Py_ssize_t n, pos, ln
+    cdef Py_ssize_t max_checks, checks = 0
     cdef int i, j
     cdef Py_UCS4 nxt
+    ctok_str_ready(text)                # ctok_find_char and the normal-form check after it read the code units
+    n = PyUnicode_GET_LENGTH(text)
+    max_checks = PREFIX_CHECKS + n // PREFIX_CHECK_CHARS
     for i in range(fc.n):
-        pos = PyUnicode_FindChar(text, fc.c[i], 0, n, 1)
+        pos = ctok_find_char(text, fc.c[i], 0, n)
         if pos >= 0 and fc.nsec[i] < 0:
             return False
         while pos >= 0:
@@ -1325,7 +1332,7 @@ cdef bint holds_none(str text, const FirstChars* fc, dict by_prefix) except -1:
                             if text[pos:pos + ln] in names:
                                 return False
                         break
-            pos = PyUnicode_FindChar(text, fc.c[i], pos + 1, n, 1) if pos + 1 < n else -1
+            pos = ctok_find_char(text, fc.c[i], pos + 1, n)
     return True
 
 
@@ -1443,6 +1450,14 @@ cdef int route_of(str text, const Route* r, dict all_prefix, dict rest_prefix, t
     return ROUTE_SLOW
 
 
+def _find_char(str text, Py_UCS4 ch, Py_ssize_t start, Py_ssize_t end):
+    """Test hook: ctok_find_char(text, ch, start, end), 0 <= start, end <= len(text)."""
+    if start < 0 or end > len(text):
+        raise ValueError("start and end must lie within the text")
+    ctok_str_ready(text)
+    return ctok_find_char(text, ch, start, end)
+
+
 def _nf_unchanged(str text, tuple forms):
     """Test hook: unchanged_by(text, forms)."""
     return unchanged_by(text, forms, nf_mask(forms))
@@ -1518,6 +1533,7 @@ cdef class CompiledRoute:
     cdef dict rest_prefix
     cdef tuple forms                # Unicode normal forms HF applies first: only text they leave as is goes
     cdef unsigned nf_mask           # nf_mask(forms)
+    cdef CoreEncoder core           # not None when plain is core.encode_str: called here without a Python call
 
     cdef int set_route(self, CoreEncoder core, names, plain, tuple forms, split, normalize) except -1:
         names = [name for name in names if name]
@@ -1527,6 +1543,7 @@ cdef class CompiledRoute:
         self.forms = forms
         self.nf_mask = nf_mask(forms)
         self.plain = core.encode_str if plain is None else plain    # e.g. a PrefixCache.bind(core)
+        self.core = core if plain is None or plain == core.encode_str else None
         self.split_plain = core.encode_str_split if split else None
         self.normalize = normalize
         return 0
@@ -1551,6 +1568,8 @@ cdef class CompiledRoute:
         cdef int way = route_of(text, &self.route, self.all_prefix, self.rest_prefix, self.forms, self.nf_mask)
         try:
             if way == ROUTE_PLAIN:
+                if self.core is not None:
+                    return self.core._encode_str(text, NULL)
                 return self.plain(text)
             if way == ROUTE_SPLIT:
                 return self.split_plain(text)
@@ -1595,6 +1614,11 @@ cdef class FastEncode(CompiledRoute):
 
     def __call__(self, text, *, allowed_special=_NO_SPECIALS, disallowed_special="all",
                  add_special_tokens=False):
+        return self.call(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
+                         add_special_tokens=add_special_tokens)
+
+    def call(self, text, *, allowed_special=_NO_SPECIALS, disallowed_special="all", add_special_tokens=False):
+        """The same as calling this object (see FastOrdinary.call for why Encoding binds this method)."""
         if (type(text) is str
                 and (allowed_special is _NO_SPECIALS or names_only(allowed_special))
                 and (disallowed_special is "all" or empty_collection(disallowed_special)
@@ -1623,6 +1647,11 @@ cdef class FastOrdinary(CompiledRoute):
         self.slow = slow
 
     def __call__(self, text):
+        return self.call(text)
+
+    def call(self, text):
+        """The same as calling this object.  Encoding binds this method, not the object: a method call takes
+        CPython's vectorcall path, a call of the object builds an argument tuple (about 20 ns a call)."""
         if type(text) is str:
             ids = self.compiled(<str>text)
             if ids is not None:

@@ -164,14 +164,114 @@ cdef int _lone_bpe_last_pair(const PairEntry* tab, uint64_t mask, const Tables* 
     return 1
 
 
+cdef bint _derive_pairs_into(Vocab v, const PairEntry* full, uint64_t fmask) except -1:
+    # tiktoken merges any adjacent pair whose concatenation is a token, at that token's rank.  Only one
+    # pair per token can ever fire, though: when symbols a, b merge into T, every earlier merge inside
+    # T's span ran exactly as in BPE(bytes(T)) alone (merges never crossed the span's edges, and inside
+    # it they ran in the same (rank, position) order), so (a, b) is the last merge of that lone run.
+    # So tokens are visited shortest first, each one's lone BPE is run with the pairs of all shorter
+    # tokens (no other token fits inside it), and when it stops at two symbols those two are its pair.
+    # A token whose lone run stops at three or more symbols is never built by merging (only whole-piece
+    # lookup emits it), so it gets no pair.  One pair per token halves the table against taking every
+    # split, and a smaller table is what keeps the merge loop's lookups in cache.
+    # full != NULL: a byte-level merge list (HF), already loaded into `full`; the argument holds for its
+    # (rank, position) order too, except that the last pair must also be one of its merges, and takes
+    # that merge's rank.  Returns False (v's table left half-built: the caller restores `full`) when a
+    # merge of the list makes another id than its two tokens' bytes name.
+    cdef Py_ssize_t i, n, max_len = 0, k
+    cdef const uint8_t* s
+    cdef Py_ssize_t* by_len = NULL
+    cdef Py_ssize_t* starts = NULL
+    cdef uint32_t* sym = NULL
+    cdef uint32_t a, b, rank, new_id
+    cdef int rc
+    cdef Py_ssize_t n_ord = 0
+    for i in range(v.t.n_ids):
+        if v.t.kind[i] == 1:
+            n_ord += 1
+            n = v.t.offsets[i + 1] - v.t.offsets[i]
+            if n > max_len:
+                max_len = n
+    v._alloc_pairs(n_ord)
+    # Counting sort of the ordinary ids by byte length (stable: equal lengths keep id order).
+    starts = <Py_ssize_t*>calloc(max_len + 2, sizeof(Py_ssize_t))
+    by_len = <Py_ssize_t*>malloc((n_ord + 1) * sizeof(Py_ssize_t))
+    sym = <uint32_t*>malloc((max_len + 1) * sizeof(uint32_t))
+    if starts == NULL or by_len == NULL or sym == NULL:
+        free(starts); free(by_len); free(sym)
+        raise MemoryError()
+    try:
+        for i in range(v.t.n_ids):
+            if v.t.kind[i] == 1:
+                starts[v.t.offsets[i + 1] - v.t.offsets[i] + 1] += 1
+        for k in range(1, max_len + 2):
+            starts[k] += starts[k - 1]
+        for i in range(v.t.n_ids):
+            if v.t.kind[i] == 1:
+                n = v.t.offsets[i + 1] - v.t.offsets[i]
+                by_len[starts[n]] = i                     # starts[n] < n_ord: one slot per ordinary id
+                starts[n] += 1
+        for k in range(n_ord):
+            i = by_len[k]
+            s = v.t.blob + v.t.offsets[i]
+            n = v.t.offsets[i + 1] - v.t.offsets[i]
+            if n < 2 or tables_lookup(&v.t, s, n) != <uint32_t>i:
+                continue                          # a single byte, or a duplicate of a lower id
+            rc = _lone_bpe_last_pair(v._hpairs, v._hmask, &v.t, s, n, sym, &a, &b)
+            if rc == -2:
+                raise MemoryError()
+            if rc != 1:
+                continue
+            if full == NULL:
+                v._put_pair(a, b, <uint32_t>i, <uint32_t>i)
+            elif hpair_lookup(full, fmask, a, b, &rank, &new_id):
+                if new_id != <uint32_t>i:
+                    return False
+                v._put_pair(a, b, rank, new_id)
+    finally:
+        free(starts)
+        free(by_len)
+        free(sym)
+    return True
+
+
+cdef void _keep_live_pairs(Vocab v) except *:
+    # A byte-level merge list (HF) may name merges that can never fire: Llama 3's tokenizer.json lists
+    # 280,147 for its 128,000 tokens (each token's every split in two), of which BPE can use one per
+    # token (see _derive_pairs_into).  Dropping the rest changes no result and gives the table a rank
+    # file's size, so the merge loop's searches are shorter and stay in cache.  A vocabulary whose
+    # bytes are not all tokens keeps its list as it is (BPE there does not start from bytes alone).
+    cdef PairEntry* full = v._hpairs
+    cdef uint64_t fmask = v._hmask
+    cdef Py_ssize_t fcount = v._hcount
+    cdef int i
+    cdef bint ok = False
+    for i in range(256):
+        if v.t.byte_id[i] == NO_ID:               # i < 256, byte_id's length
+            return
+    v._hpairs = NULL                              # _alloc_pairs frees the table it replaces: not this one
+    try:
+        ok = _derive_pairs_into(v, full, fmask)
+    finally:
+        if ok:
+            free(full)
+        else:
+            free(v._hpairs)
+            v._hpairs = full
+            v._hmask = fmask
+            v._hcount = fcount
+
+
 cdef class Vocab:
     """Read-only native tables for one vocabulary.
 
-    Vocab(token_bytes, merges=None, special_bytes=None)
+    Vocab(token_bytes, merges=None, special_bytes=None, *, live_merges=False)
       token_bytes: list indexed by id of bytes (ordinary tokens) or None (holes / special ids)
       merges: None for tiktoken rank semantics, else a list of (left, right) or (left, right, merged) ids in
               rank order (a later duplicate pair overrides an earlier one, as in HF tokenizers)
       special_bytes: dict id -> bytes of special tokens (decoded, never produced by BPE)
+      live_merges: merges is a byte-level list (BPE starts from single bytes): keep only the merges that
+              can fire (see _keep_live_pairs)
     """
 
     def __cinit__(self):
@@ -212,7 +312,7 @@ cdef class Vocab:
         free(self.t.pair_start)
         free(self.t.pair_list)
 
-    def __init__(self, list token_bytes=None, merges=None, dict special_bytes=None):
+    def __init__(self, list token_bytes=None, merges=None, dict special_bytes=None, *, bint live_merges=False):
         if token_bytes is None:
             return                                # an empty shell for Vocab.from_bytes to fill
         cdef Py_ssize_t n_ids = len(token_bytes)
@@ -272,6 +372,8 @@ cdef class Vocab:
             self._derive_pairs()
         else:
             self._load_pairs(merges)
+            if live_merges:
+                _keep_live_pairs(self)
         self._build_pair_lists()
         self._build_byte_pairs()
         self._build_char_tables()
@@ -547,63 +649,7 @@ cdef class Vocab:
         self._hcount = 0
 
     cdef void _derive_pairs(self) except *:
-        # tiktoken merges any adjacent pair whose concatenation is a token, at that token's rank.  Only one
-        # pair per token can ever fire, though: when symbols a, b merge into T, every earlier merge inside
-        # T's span ran exactly as in BPE(bytes(T)) alone (merges never crossed the span's edges, and inside
-        # it they ran in the same (rank, position) order), so (a, b) is the last merge of that lone run.
-        # So tokens are visited shortest first, each one's lone BPE is run with the pairs of all shorter
-        # tokens (no other token fits inside it), and when it stops at two symbols those two are its pair.
-        # A token whose lone run stops at three or more symbols is never built by merging (only whole-piece
-        # lookup emits it), so it gets no pair.  One pair per token halves the table against taking every
-        # split, and a smaller table is what keeps the merge loop's lookups in cache.
-        cdef Py_ssize_t i, n, max_len = 0, k
-        cdef const uint8_t* s
-        cdef Py_ssize_t* by_len = NULL
-        cdef Py_ssize_t* starts = NULL
-        cdef uint32_t* sym = NULL
-        cdef uint32_t a, b
-        cdef int rc
-        cdef Py_ssize_t n_ord = 0
-        for i in range(self.t.n_ids):
-            if self.t.kind[i] == 1:
-                n_ord += 1
-                n = self.t.offsets[i + 1] - self.t.offsets[i]
-                if n > max_len:
-                    max_len = n
-        self._alloc_pairs(n_ord)
-        # Counting sort of the ordinary ids by byte length (stable: equal lengths keep id order).
-        starts = <Py_ssize_t*>calloc(max_len + 2, sizeof(Py_ssize_t))
-        by_len = <Py_ssize_t*>malloc((n_ord + 1) * sizeof(Py_ssize_t))
-        sym = <uint32_t*>malloc((max_len + 1) * sizeof(uint32_t))
-        if starts == NULL or by_len == NULL or sym == NULL:
-            free(starts); free(by_len); free(sym)
-            raise MemoryError()
-        try:
-            for i in range(self.t.n_ids):
-                if self.t.kind[i] == 1:
-                    starts[self.t.offsets[i + 1] - self.t.offsets[i] + 1] += 1
-            for k in range(1, max_len + 2):
-                starts[k] += starts[k - 1]
-            for i in range(self.t.n_ids):
-                if self.t.kind[i] == 1:
-                    n = self.t.offsets[i + 1] - self.t.offsets[i]
-                    by_len[starts[n]] = i                     # starts[n] < n_ord: one slot per ordinary id
-                    starts[n] += 1
-            for k in range(n_ord):
-                i = by_len[k]
-                s = self.t.blob + self.t.offsets[i]
-                n = self.t.offsets[i + 1] - self.t.offsets[i]
-                if n < 2 or tables_lookup(&self.t, s, n) != <uint32_t>i:
-                    continue                          # a single byte, or a duplicate of a lower id
-                rc = _lone_bpe_last_pair(self._hpairs, self._hmask, &self.t, s, n, sym, &a, &b)
-                if rc == -2:
-                    raise MemoryError()
-                if rc == 1:
-                    self._put_pair(a, b, <uint32_t>i, <uint32_t>i)
-        finally:
-            free(starts)
-            free(by_len)
-            free(sym)
+        _derive_pairs_into(self, NULL, 0)
 
     cdef void _load_pairs(self, merges) except *:
         cdef Py_ssize_t rank = 0

@@ -119,13 +119,16 @@ class Encoding:
             from functools import partial
             from .hf import normalize_forms
             normalize = partial(normalize_forms, forms)
-        self.encode_ordinary = FastOrdinary(self._core, self._encode_ordinary_slow, tokens, forms=forms,
-                                            plain=plain, split=names, normalize=normalize)
+        # The routes' `call` methods are bound, not the objects: a method call takes CPython's vectorcall
+        # path (FastOrdinary.call).
+        ordinary = FastOrdinary(self._core, self._encode_ordinary_slow, tokens, forms=forms,
+                                plain=plain, split=names, normalize=normalize)
+        self.encode_ordinary = ordinary.call
         # Batches: the texts this route sends plain are the core's encode_str texts, so they may be encoded
         # together without the GIL (not for SentencePiece-style files, whose plain step writes markers).
-        self._batch_route = None if marked else self.encode_ordinary
+        self._batch_route = None if marked else ordinary
         self.encode = FastEncode(self._core, self._encode_full, tokens, plain, forms=forms, split=names,
-                                 normalize=normalize, post=self._hf.post_process)
+                                 normalize=normalize, post=self._hf.post_process).call
 
     def _encode_ordinary_slow(self, text):
         return Encoding.encode_ordinary(self, text)
@@ -160,7 +163,7 @@ class Encoding:
             self.__dict__.pop("encode", None)
         else:
             self.encode_ordinary = self._plain
-            self.encode = FastEncode(self._core, self._encode_full, self.special_tokens, self._plain)
+            self.encode = FastEncode(self._core, self._encode_full, self.special_tokens, self._plain).call
 
     def _with_options(self, *, long_input_split: bool, reload_args=None) -> "Encoding":
         """A copy sharing this encoding's tables, with other encode options (see `ctok.load`)."""
@@ -177,7 +180,7 @@ class Encoding:
             if not other.long_input_split:
                 from ._encoder import FastEncode
                 other.encode_ordinary = other._plain
-                other.encode = FastEncode(other._core, other._encode_full, other.special_tokens, other._plain)
+                other.encode = FastEncode(other._core, other._encode_full, other.special_tokens, other._plain).call
         else:
             other._set_hf_shortcuts()
         return other

@@ -146,24 +146,42 @@ def test_characters_whose_token_merges_early_start_as_bytes():
     assert _merge_for_test(v, "ñxé".encode(), False, whole_piece_first=False) == [ids["ñ"], ids["xé"]]
 
 
-def test_llama3_tokenizer_json_corpus_equal_tokenizers():
-    # Llama 3's tokenizer.json has merges ranked below the merges that make their parts, so some
-    # characters are refused (above) and the rest start whole: real text of every script against HF.
+def _llama3_full_list(enc):
+    # A core over Llama 3's whole merge list, as loaded before only the merges that can fire were kept: its
+    # merges ranked before their parts' make cp_token refuse some characters, a path no loaded file takes now.
+    from ctok._encoder import CoreEncoder
+    from ctok._vocab import Vocab
+    from ctok.hf import load_tokenizer_json
+    spec, _ = load_tokenizer_json(enc.source)
+    return CoreEncoder(pretok_kind=enc._core.pretok_kind, vocab=Vocab(spec.token_bytes, spec.merges),
+                       ignore_merges=True)
+
+
+@pytest.mark.parametrize("merges", ["live", "full"])
+def test_llama3_tokenizer_json_corpus_equal_tokenizers(merges):
+    # Llama 3's tokenizer.json lists merges ranked below the merges that make their parts.  Loaded, only the
+    # merges that can fire are kept (_vocab._keep_live_pairs) and every character starts whole; over the full
+    # list some characters are refused (above) and the rest start whole: real text of every script against HF.
     tokenizers = pytest.importorskip("tokenizers")
     from _shared import corpus_names, corpus_text
     path = vocab_path("llama3-hf", "tokenizer.json")
     enc = ctok.load(str(path))
-    single, _ = enc._core.vocab.char_table_stats()
-    assert 60000 < single < 63360                       # on, and some characters refused
+    core = enc._core if merges == "live" else _llama3_full_list(enc)
+    encode = enc.encode_ordinary if merges == "live" else core.encode_str
+    single, _ = core.vocab.char_table_stats()
+    if merges == "full":
+        assert 60000 < single < 63360                   # on, and some characters refused
+    else:
+        assert single == 63360
     ref = tokenizers.Tokenizer.from_file(str(path))
     rnd = random.Random(SEED + 4)
     for name in corpus_names():
         text = corpus_text(name, 400_000)
-        assert enc.encode_ordinary(text) == ref.encode(text, add_special_tokens=False).ids, name
+        assert encode(text) == ref.encode(text, add_special_tokens=False).ids, name
         for _ in range(40):
             a = rnd.randrange(max(1, len(text) - 300))
             span = text[a:a + rnd.randint(1, 300)]
-            assert enc.encode_ordinary(span) == ref.encode(span, add_special_tokens=False).ids, (name, a)
+            assert encode(span) == ref.encode(span, add_special_tokens=False).ids, (name, a)
 
 
 def _chars_ending_with(suffix):
@@ -358,20 +376,20 @@ def test_two_byte_characters_beside_risky_seams_llama3_equal_tokenizers():
 
 
 def test_refused_characters_beside_flagged_contexts_llama3_equal_tokenizers():
-    # Characters cp_token refuses (Llama 3: their token merges before it is whole) start as their bytes in a
-    # piece of whole characters; their neighbours must still pass the seam check, which the refused
-    # character's own flags (never computed) cannot ask for: each such character followed by the rest of
-    # every token that starts with a suffix of its bytes, against HF.
+    # Characters cp_token refuses (Llama 3's whole merge list: their token merges before it is whole) start as
+    # their bytes in a piece of whole characters; their neighbours must still pass the seam check, which the
+    # refused character's own flags (never computed) cannot ask for: each such character followed by the rest
+    # of every token that starts with a suffix of its bytes, against HF.
     tokenizers = pytest.importorskip("tokenizers")
     path = vocab_path("llama3-hf", "tokenizer.json")
-    enc = ctok.load(str(path))
-    vocab = enc._core.vocab
+    core = _llama3_full_list(ctok.load(str(path)))
+    vocab = core.vocab
     ref = tokenizers.Tokenizer.from_file(str(path))
     byte_ids = [vocab.token_id(bytes([b])) for b in range(256)]
     refused = []
     for cp in list(range(0x80, 0x800)) + list(range(0x3040, 0x3100)) + list(range(0x4E00, 0x5200)):
         b = chr(cp).encode("utf-8")
-        if _chars_for_test(vocab, b) == [byte_ids[x] for x in b] and len(enc.encode_ordinary(chr(cp))) == 1:
+        if _chars_for_test(vocab, b) == [byte_ids[x] for x in b] and len(core.encode_str(chr(cp))) == 1:
             refused.append(b)
     assert len(refused) > 10, len(refused)
     by_suffix = {}
@@ -394,6 +412,6 @@ def test_refused_characters_beside_flagged_contexts_llama3_equal_tokenizers():
         for k in (1, 2):
             for rest in by_suffix.get(c[-k:], []):
                 text = ("ж" + c.decode("utf-8") + rest.decode("utf-8"))
-                assert enc.encode_ordinary(text) == ref.encode(text, add_special_tokens=False).ids, text
+                assert core.encode_str(text) == ref.encode(text, add_special_tokens=False).ids, text
                 checked += 1
     assert checked > 50, checked

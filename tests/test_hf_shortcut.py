@@ -32,6 +32,11 @@ FILES = {
 }
 
 
+def _route_type(enc, attr):
+    # The class of the route object whose `call` method Encoding bound as `attr` ("NoneType" when none is).
+    return type(getattr(enc.__dict__.get(attr), "__self__", None)).__name__
+
+
 def _texts(rnd):
     out = [t for _, t in adversarial_strings() if len(t) < 5000]
     out += [corpus_text(n, 3000) for n in corpus_names()]
@@ -48,7 +53,7 @@ def test_routes_agree_with_hf(rel):
     enc = ctok.load(str(path))
     ref = tokenizers.Tokenizer.from_file(str(path))
     ref.encode_special_tokens = True
-    assert (type(enc.__dict__.get("encode_ordinary")).__name__ == "FastOrdinary") == FILES[rel]
+    assert (_route_type(enc, "encode_ordinary") == "FastOrdinary") == FILES[rel]
     for text in _texts(random.Random(11)):
         try:
             text.encode("utf-8")
@@ -296,7 +301,7 @@ def test_nfc_files_agree_with_hf_on_every_corpus_file(rel):
     enc = ctok.load(str(path))
     ref = tokenizers.Tokenizer.from_file(str(path))
     ref.encode_special_tokens = True
-    assert type(enc.__dict__.get("encode_ordinary")).__name__ == "FastOrdinary"
+    assert _route_type(enc, "encode_ordinary") == "FastOrdinary"
     for name in corpus_names():
         text = corpus_text(name, 10**9)
         want = ref.encode(text, add_special_tokens=False).ids
@@ -321,7 +326,7 @@ def test_other_normal_forms_agree_with_hf(tmp_path, normalizer):
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     enc = ctok.load(str(path))
-    assert type(enc.__dict__.get("encode_ordinary")).__name__ == "FastOrdinary"
+    assert _route_type(enc, "encode_ordinary") == "FastOrdinary"
     ref = tokenizers.Tokenizer.from_file(str(path))
     ref.encode_special_tokens = True
     texts = _nf_texts(random.Random(SEED_ROUTE + 1)) + [corpus_text(n, 20_000) for n in corpus_names()]
