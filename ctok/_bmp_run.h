@@ -36,16 +36,25 @@ static inline Py_ssize_t ctok_bmp3_run(const unsigned char* s, Py_ssize_t n, Py_
     return i;
 }
 
-/* The set of code points U+0800..U+FFFF, surrogates left out, whose flags f satisfy (f & mask) == val. */
-static void ctok_bmp3_fill(uint64_t* bits, uint16_t mask, uint16_t val) {
+/* The set of code points cp_lo..cp_hi-1 (surrogates left out) whose flags f have some bit of `any` (or any = 0),
+ * no bit of `none` and every bit of `must`, into `words` words of bits (a bit per code point). */
+static void ctok_bmp_fill(uint64_t* bits, uint32_t words, uint32_t cp_lo, uint32_t cp_hi, uint16_t any,
+                          uint16_t none, uint16_t must) {
     uint32_t cp;
-    memset(bits, 0, CTOK_BMP_WORDS * sizeof(uint64_t));
-    for (cp = 0x800; cp < 0x10000; cp++) {
+    memset(bits, 0, words * sizeof(uint64_t));
+    for (cp = cp_lo; cp < cp_hi; cp++) {
+        uint16_t f;
         if (cp - 0xD800u < 0x800u)
             continue;
-        if ((ctok_cp_flags(cp) & mask) == val)
-            bits[cp >> 6] |= (uint64_t)1 << (cp & 63);       /* cp >> 6 < 1024 */
+        f = ctok_cp_flags(cp);
+        if ((any == 0 || (f & any)) && !(f & none) && (f & must) == must)
+            bits[cp >> 6] |= (uint64_t)1 << (cp & 63);       /* cp < cp_hi <= 64 * words */
     }
+}
+
+/* The 3-byte characters (U+0800..U+FFFF) whose flags f satisfy (f & mask) == val. */
+static void ctok_bmp3_fill(uint64_t* bits, uint16_t mask, uint16_t val) {
+    ctok_bmp_fill(bits, CTOK_BMP_WORDS, 0x800, 0x10000, 0, mask & ~val, val);
 }
 
 /* The same for 2-byte characters (Cyrillic, Greek, Arabic, Hebrew, Latin with diacritics...): a bit per code
@@ -69,36 +78,17 @@ static inline Py_ssize_t ctok_bmp2_run(const unsigned char* s, Py_ssize_t n, Py_
 }
 
 static void ctok_bmp2_fill(uint64_t* bits, uint16_t mask, uint16_t val) {
-    uint32_t cp;
-    memset(bits, 0, CTOK_BMP2_WORDS * sizeof(uint64_t));
-    for (cp = 0x80; cp < 0x800; cp++)
-        if ((ctok_cp_flags(cp) & mask) == val)
-            bits[cp >> 6] |= (uint64_t)1 << (cp & 63);       /* cp >> 6 < 32 */
+    ctok_bmp_fill(bits, CTOK_BMP2_WORDS, 0x80, 0x800, 0, mask & ~val, val);
 }
 
-/* Sets of characters whose flags f have some bit of `any`, no bit of `none` and every bit of `must`:
- * DeepSeek's letter runs ([\p{L}\p{M}] within one group of its CJK split). */
+/* DeepSeek's letter runs ([\p{L}\p{M}] within one group of its CJK split): some bit of `any`, none of
+ * `none`, every bit of `must`. */
 static void ctok_bmp3_fill_any(uint64_t* bits, uint16_t any, uint16_t none, uint16_t must) {
-    uint32_t cp;
-    memset(bits, 0, CTOK_BMP_WORDS * sizeof(uint64_t));
-    for (cp = 0x800; cp < 0x10000; cp++) {
-        uint16_t f;
-        if (cp - 0xD800u < 0x800u)
-            continue;
-        f = ctok_cp_flags(cp);
-        if ((f & any) && !(f & none) && (f & must) == must)
-            bits[cp >> 6] |= (uint64_t)1 << (cp & 63);       /* cp >> 6 < 1024 */
-    }
+    ctok_bmp_fill(bits, CTOK_BMP_WORDS, 0x800, 0x10000, any, none, must);
 }
 
 static void ctok_bmp2_fill_any(uint64_t* bits, uint16_t any, uint16_t none, uint16_t must) {
-    uint32_t cp;
-    memset(bits, 0, CTOK_BMP2_WORDS * sizeof(uint64_t));
-    for (cp = 0x80; cp < 0x800; cp++) {
-        uint16_t f = ctok_cp_flags(cp);
-        if ((f & any) && !(f & none) && (f & must) == must)
-            bits[cp >> 6] |= (uint64_t)1 << (cp & 63);       /* cp >> 6 < 32 */
-    }
+    ctok_bmp_fill(bits, CTOK_BMP2_WORDS, 0x80, 0x800, any, none, must);
 }
 
 #endif
