@@ -1,5 +1,5 @@
-"""Batches and the flat ids handed on without a copy (IdBuffer): results equal per-text encodes by the reference
-(tiktoken), in order, for every thread count."""
+"""The shrinking chunks a batch is cut into for the pool (Encoding._chunks) and the flat ids handed on without a
+copy (IdBuffer): results equal per-text encodes by the reference (tiktoken), in order, for every thread count."""
 import gc
 import random
 
@@ -76,3 +76,16 @@ def test_flat_ids_are_a_writable_buffer_that_outlives_the_call(o200k, o200k_ref)
     empty, ends = o200k._core.encode_many_flat(["", ""])
     assert len(empty) == 0 and np.frombuffer(empty, dtype=np.uint32).tolist() == []
     assert np.frombuffer(ends, dtype=np.int64).tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("num_threads", [2, 3, 8])
+def test_chunks_cover_the_batch_in_order(o200k, num_threads):
+    texts = _batch(500, 3)
+    chunks = o200k._chunks(texts, num_threads)
+    assert [t for c in chunks for t in c] == texts
+    assert all(chunks)
+    sizes = [sum(map(len, c)) for c in chunks]
+    assert len(chunks) > num_threads                 # more chunks than threads: the finish is shared
+    assert max(sizes[-num_threads:]) < sizes[0]      # the last chunks are the small ones
+    for few in ([], ["x"], ["", ""], ["", "abc", ""]):
+        assert [t for c in o200k._chunks(few, num_threads) for t in c] == few
