@@ -10,6 +10,7 @@ from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.long cimport PyLong_FromUnsignedLong
 from cpython.ref cimport Py_INCREF
 from cpython.object cimport PyObject
+from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND, PyBUF_STRIDES
 from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetContext, PyCapsule_SetContext
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
@@ -368,6 +369,47 @@ cdef class Span:
 
     def __len__(self):
         return self.ids.size
+
+
+cdef class IdBuffer:
+    """The token ids (native uint32) that encode_many_flat wrote, handed on in the buffer they were encoded into:
+    a writable buffer (format "I") that numpy.frombuffer views.  Why not a bytearray copy: its allocation, zero fill
+    and copy ran with the GIL held on each batch thread, and its fresh pages cost faults.  Not shrunk to fit either:
+    the realloc down made the next batch's buffer fault its pages in again (page faults of a 1-thread loop over
+    5,000 texts 48K -> 87K); the unused tail of the doubling (at most as much again) stays with the array."""
+    cdef IdVec ids
+    cdef Py_ssize_t shape[1]
+    cdef Py_ssize_t strides[1]
+
+    def __cinit__(self):
+        self.ids.data = NULL; self.ids.size = 0; self.ids.cap = 0
+
+    def __dealloc__(self):
+        idvec_free(&self.ids)
+
+    def __len__(self):
+        return self.ids.size * sizeof(uint32_t)      # in bytes, as the bytearray it replaces
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        # The ids never change once encode_many_flat has returned the buffer, so every view sees the same shape.
+        self.shape[0] = self.ids.size
+        self.strides[0] = sizeof(uint32_t)
+        view.buf = <void*>self.ids.data if self.ids.data != NULL else <void*>self.strides    # not read: length 0
+        view.obj = self
+        view.len = self.ids.size * sizeof(uint32_t)
+        view.readonly = 0
+        view.itemsize = sizeof(uint32_t)
+        view.format = NULL
+        if flags & PyBUF_FORMAT:
+            view.format = b"I"
+        view.ndim = 1
+        view.shape = self.shape if (flags & PyBUF_ND) else NULL
+        view.strides = self.strides if (flags & PyBUF_STRIDES) == PyBUF_STRIDES else NULL
+        view.suboffsets = NULL
+        view.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer* view):
+        pass
 
 
 cdef bint span_kind_ok(int kind) noexcept nogil:
@@ -754,21 +796,13 @@ cdef class CoreEncoder:
             idvec_free(&out)
 
     def encode_many_flat(self, list datas):
-        """(bytearray of native uint32 ids, bytearray of native int64 ends) for all of `datas`: ends[i]
+        """(IdBuffer of native uint32 ids, bytearray of native int64 ends) for all of `datas`: ends[i]
         is where text i's ids stop.  numpy.frombuffer views both without copying."""
-        cdef IdVec out
+        cdef IdBuffer ids = IdBuffer()
         cdef Py_ssize_t n = len(datas)
         cdef bytearray ends = bytearray(n * sizeof(int64_t))
-        cdef bytearray ids
-        out.data = NULL; out.size = 0; out.cap = 0
-        try:
-            self._encode_many(datas, &out, <int64_t*><char*>ends)
-            ids = bytearray(out.size * sizeof(uint32_t))
-            if out.size:
-                memcpy(<char*>ids, out.data, out.size * sizeof(uint32_t))
-            return ids, ends
-        finally:
-            idvec_free(&out)
+        self._encode_many(datas, &ids.ids, <int64_t*><char*>ends)
+        return ids, ends
 
     @property
     def can_split(self):

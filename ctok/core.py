@@ -9,8 +9,10 @@ import codecs
 import os
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
+from bisect import bisect_left
 from functools import lru_cache
+from itertools import accumulate
 from typing import AbstractSet, Collection, Iterable, List, Literal, Optional, Sequence, Tuple, Union
 
 from ._encoder import CoreEncoder, replace_lone_surrogates
@@ -47,6 +49,17 @@ def _utf8(text: str) -> bytes:
 def _check_text(text) -> None:
     if not isinstance(text, str):
         raise TypeError(f"text must be str, not {type(text).__name__}")
+
+
+def _check_texts(texts: list) -> None:
+    """_check_text of each item.  A batch's check runs before its threads start: for the usual list of exact
+    strs it is one pass in C (a fifth of the time of a call per text)."""
+    if not set(map(type, texts)) <= _STR_ONLY:
+        for t in texts:
+            _check_text(t)
+
+
+_STR_ONLY = frozenset((str,))
 
 
 class Encoding:
@@ -523,28 +536,31 @@ class Encoding:
         return list(_pool().map(fn, items, chunksize=max(1, len(items) // (4 * n))))
 
     def _chunks(self, datas: list, num_threads: Optional[int]):
-        """Split `datas` into contiguous chunks, one or more per thread, by total bytes."""
+        """Split `datas` into contiguous chunks for the pool, by characters: each a 1/(2n) share of what is
+        left (n threads), down to a floor of 1/(32n) of the whole.  Why shrinking chunks rather than 2n equal ones:
+        the threads then finish within a small chunk of each other, also when one of them is slowed (by other
+        processes, or waiting for the GIL behind the other's lists).  Simulated from the measured per-text costs of 16 batches of 5,000 chat texts on two
+        threads: the finish came 1.51% after the ideal on average with four equal chunks (up to 9.4%), 0.46% with
+        these (14 chunks, up to 0.78%; a floor of 1/(16n) ended 2% late, its last chunks too big)."""
         n = _thread_count(num_threads)
         if n <= 1 or len(datas) < 2:
             return [datas]
-        total = sum(len(d) for d in datas) or 1
-        target = total / (2 * n)
-        chunks, cur, size = [], [], 0
-        for d in datas:
-            cur.append(d)
-            size += len(d)
-            if size >= target:
-                chunks.append(cur)
-                cur, size = [], 0
-        if cur:
-            chunks.append(cur)
+        ends = list(accumulate(map(len, datas)))
+        total = ends[-1]
+        floor = max(1, total // (32 * n))
+        chunks, i, done, count = [], 0, 0, len(datas)
+        while i < count:
+            # the first text whose end reaches the share closes the chunk (at least one text per chunk)
+            j = bisect_left(ends, done + max((total - done) // (2 * n), floor), i) + 1
+            j = min(j, count)
+            chunks.append(datas[i:j])
+            done, i = ends[j - 1], j
         return chunks
 
     def encode_ordinary_batch(self, texts: Sequence[str], *, num_threads: Optional[int] = None) -> List[List[int]]:
         """[encode_ordinary(t) for t in texts], encoded on `num_threads` threads (None: all cores)."""
         texts = list(texts)
-        for t in texts:
-            _check_text(t)
+        _check_texts(texts)
         if self._batch_route is not None and len(texts) >= MIN_PARALLEL_BATCH and not self._needs_cut(texts):
             return self._route_batch(texts, self.encode_ordinary, None, num_threads)
         if not self._native_plain() or self._needs_cut(texts):
@@ -559,7 +575,7 @@ class Encoding:
             if len(chunks) == 1:
                 out += self._core.encode_many(chunks[0])
             else:
-                for part in _pool().map(self._core.encode_many, chunks):
+                for part in _pool_all(self._core.encode_many, chunks):
                     out += part
         return out
 
@@ -573,7 +589,7 @@ class Encoding:
             if i not in marked:
                 out[i] = one(texts[i])
         chunks = self._chunks([texts[i] for i in plain], num_threads)
-        parts = (list(_pool().map(self._core.encode_many, chunks)) if len(chunks) > 1
+        parts = (_pool_all(self._core.encode_many, chunks) if len(chunks) > 1
                  else [self._core.encode_many(chunks[0])] if plain else [])
         k = 0
         for part in parts:
@@ -586,7 +602,7 @@ class Encoding:
         """(texts, False) runs of ordinary texts and ([text], True) for each text long enough to be cut into
         parts itself, in order."""
         threads = _thread_count(num_threads)
-        if threads <= 1 or not self._core.can_split or all(len(d) < LONG_TEXT_SPLIT_BYTES for d in datas):
+        if threads <= 1 or not self._core.can_split or not datas or max(map(len, datas)) < LONG_TEXT_SPLIT_BYTES:
             return [(datas, False)]
         groups, run = [], []
         for d in datas:
@@ -614,8 +630,7 @@ class Encoding:
                      add_special_tokens: bool = False) -> List[List[int]]:
         """[encode(t, ...) for t in texts], encoded on `num_threads` threads (None: all cores)."""
         texts = list(texts)
-        for t in texts:
-            _check_text(t)
+        _check_texts(texts)
         if self._native_plain() and not add_special_tokens and not allowed_special and not self._needs_cut(texts):
             self._check_no_disallowed(texts, disallowed_special)
             return self.encode_ordinary_batch(texts, num_threads=num_threads)
@@ -658,8 +673,7 @@ class Encoding:
         texts[i] are ids[offsets[i]:offsets[i+1]].  No per-token Python objects are made."""
         import numpy as np
         texts = list(texts)
-        for t in texts:
-            _check_text(t)
+        _check_texts(texts)
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)
         if self._native_plain() and not allowed_special and not self._needs_cut(texts):
             self._check_no_disallowed(texts, disallowed_special)
@@ -670,7 +684,7 @@ class Encoding:
                     results.append((ids_buf, np.array([len(ids_buf) // 4], dtype=np.int64).tobytes()))
                     continue
                 chunks = self._chunks(datas, num_threads)
-                results += (list(_pool().map(self._core.encode_many_flat, chunks)) if len(chunks) > 1
+                results += (_pool_all(self._core.encode_many_flat, chunks) if len(chunks) > 1
                             else [self._core.encode_many_flat(chunks[0])])
             parts, pos, base = [], 1, 0
             for ids_buf, ends_buf in results:
@@ -911,6 +925,15 @@ def _pool() -> ThreadPoolExecutor:
             _the_pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1),
                                            thread_name_prefix="ctok")
         return _the_pool
+
+
+def _pool_all(fn, items: list) -> list:
+    """[fn(x) for x in items] run on the pool, in order.  The calling thread sleeps until every call is done:
+    taking each result as it comes (Executor.map's iterator) woke it once per chunk to take the GIL and a core
+    from the workers (main-thread CPU of a 2-thread batch of 5,000 texts in 14 chunks: 0.385 -> 0.241 ms)."""
+    futures = [_pool().submit(fn, x) for x in items]
+    wait(futures)
+    return [f.result() for f in futures]
 
 
 def _pretokenizer_for(pattern: Optional[str]):

@@ -1,0 +1,91 @@
+"""The shrinking chunks a batch is cut into for the pool (Encoding._chunks) and the flat ids handed on without a
+copy (IdBuffer): results equal per-text encodes by the reference (tiktoken), in order, for every thread count."""
+import gc
+import random
+
+import pytest
+
+from _shared import assert_same_ids, corpus_names, corpus_text
+
+ctok = pytest.importorskip("ctok")
+np = pytest.importorskip("numpy")
+pytest.importorskip("tiktoken")
+
+
+def _batch(count, seed):
+    """`count` texts of 0-3,000 characters from every corpus file, empty ones among them (some in runs), and one
+    text of 70,000 characters."""
+    rnd = random.Random(seed)
+    sources = [corpus_text(n, 40_000) for n in corpus_names()]
+    texts = []
+    for i in range(count):
+        src = rnd.choice(sources)
+        n = rnd.choice([0, 0, 1, 7, 50, 400, 1200, 3000])
+        a = rnd.randrange(0, max(1, len(src) - n))
+        texts.append(src[a:a + n])
+    texts.insert(count // 2, sources[0][:70_000])
+    return texts
+
+
+@pytest.mark.parametrize("num_threads", [1, 2, 3, 8])
+def test_large_batch_equals_per_text(o200k, o200k_ref, num_threads):
+    texts = _batch(900, num_threads)
+    assert sum(len(t.encode("utf-8")) for t in texts) > 1 << 19         # many chunks at every thread count
+    want = [o200k_ref.encode_ordinary(t) for t in texts]
+    got = o200k.encode_ordinary_batch(texts, num_threads=num_threads)
+    assert len(got) == len(texts)
+    for t, g, w in zip(texts, got, want):
+        assert_same_ids(g, w, t)
+    assert o200k.encode_batch(texts, num_threads=num_threads) == want
+    ids, offsets = o200k.encode_batch_flat(texts, num_threads=num_threads)
+    assert ids.dtype == np.uint32 and offsets.dtype == np.int64 and len(offsets) == len(texts) + 1
+    assert [ids[offsets[i]:offsets[i + 1]].tolist() for i in range(len(texts))] == want
+
+
+def test_core_batch_bytes_and_str_items(o200k, o200k_ref):
+    """The core's own entry points, bytes and str items mixed, runs of empty texts."""
+    texts = _batch(300, 11)
+    items = [t.encode("utf-8") if i % 3 == 0 else t for i, t in enumerate(texts)]
+    items[10:10] = [b""] * 5 + [""] * 5
+    want = [o200k_ref.encode_ordinary(t if isinstance(t, str) else t.decode("utf-8")) for t in items]
+    assert o200k._core.encode_many(items) == want
+    assert o200k._core.encode_many([]) == []
+    buf, ends = o200k._core.encode_many_flat(items)
+    ids, ends = np.frombuffer(buf, dtype=np.uint32).tolist(), [0] + np.frombuffer(ends, dtype=np.int64).tolist()
+    assert [ids[ends[i]:ends[i + 1]] for i in range(len(items))] == want
+
+
+def test_flat_ids_are_a_writable_buffer_that_outlives_the_call(o200k, o200k_ref):
+    texts = _batch(60, 5)
+    want = [i for t in texts for i in o200k_ref.encode_ordinary(t)]
+    buf, ends = o200k._core.encode_many_flat(texts)
+    assert len(buf) == 4 * len(want)
+    view = memoryview(buf)
+    assert view.format == "I" and view.itemsize == 4 and not view.readonly and view.tolist() == want
+    view.release()
+    arr = np.frombuffer(buf, dtype=np.uint32)
+    del buf
+    gc.collect()
+    assert arr.tolist() == want
+    assert np.frombuffer(ends, dtype=np.int64)[-1] == len(want)
+    for num_threads in (1, 2):
+        ids, offsets = o200k.encode_batch_flat(texts, num_threads=num_threads)
+        assert ids.flags.writeable
+        ids[:] = 0                              # the caller owns the array: writing it is allowed
+        assert o200k.encode_batch_flat(texts, num_threads=num_threads)[0].tolist() == want
+    empty, ends = o200k._core.encode_many_flat(["", ""])
+    assert len(empty) == 0 and np.frombuffer(empty, dtype=np.uint32).tolist() == []
+    assert np.frombuffer(ends, dtype=np.int64).tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("num_threads", [2, 3, 8])
+def test_chunks_cover_the_batch_in_order(o200k, num_threads):
+    texts = _batch(500, 3)
+    chunks = o200k._chunks(texts, num_threads)
+    assert [t for c in chunks for t in c] == texts
+    assert all(chunks)
+    sizes = [sum(map(len, c)) for c in chunks]
+    assert len(chunks) > num_threads                 # more chunks than threads: the finish is shared
+    assert max(sizes[-num_threads:]) < sizes[0]      # the last chunks are the small ones
+    for few in ([], ["x"], ["", ""], ["", "abc", ""]):
+        assert [t for c in o200k._chunks(few, num_threads) for t in c] == few
