@@ -510,7 +510,10 @@ cdef class CoreEncoder:
         self.state.opt.whole_piece_first = bool(ignore_merges)
         self.state.tables = &self.vocab.t
         if not ignore_merges and not char_level:
-            self.vocab.build_self_merges()            # pieces equal to such tokens skip the merge
+            # pieces equal to such tokens skip the merge; when every ordinary token is one (Qwen 3, DeepSeek-V3),
+            # the whole-piece rule gives the same ids without the per-piece self_merges load
+            if self.vocab.build_self_merges() == self.vocab.ordinary_count():
+                self.state.opt.whole_piece_first = True
             self.state.self_merges = self.vocab.t.self_merges
         self.state.pretok_kind = pretok_kind
         self.state.c_api_ok = True
@@ -647,6 +650,12 @@ cdef class CoreEncoder:
     def piece_cache_bytes(self):
         """Memory held by the piece cache, all its tables (0 when it is off)."""
         return cache_bytes(&self.state.cache)
+
+    @property
+    def whole_piece_first(self):
+        """True when a piece that is itself a token is emitted as is (tiktoken files, HF ignore_merges, and HF
+        byte-level lists whose every token merges back to itself)."""
+        return bool(self.state.opt.whole_piece_first)
 
     @property
     def c_api_ok(self):

@@ -700,6 +700,13 @@ cdef class Vocab:
             return (rank, new_id)
         return None
 
+    def ordinary_count(self):
+        """The number of ordinary (encodable) token ids."""
+        cdef Py_ssize_t i, count = 0
+        for i in range(self.t.n_ids):
+            count += self.t.kind[i] == 1
+        return count
+
     def build_self_merges(self):
         """Fill Tables.self_merges (byte-level vocabularies only: every single byte must be a token).
         Returns the number of tokens whose lone BPE is themselves, or None when not applicable."""

@@ -127,3 +127,40 @@ def test_llama3_with_reordered_merges_equals_tokenizers(tmp_path):
         text = corpus_text(name, 20_000)
         assert_same_ids(enc.encode_ordinary(text), ref.encode(text, add_special_tokens=False).ids, text,
                         label=name)
+
+
+@pytest.mark.parametrize("name", ["qwen3", "deepseek-v3"])
+def test_whole_piece_rule_when_every_token_merges_back_to_itself(name):
+    # Without ignore_merges, a piece equal to a token is that token only if BPE of its bytes rebuilds it.  When
+    # every ordinary token does (Qwen 3, DeepSeek-V3), the encoder takes the whole-piece rule (no per-piece check).
+    path = vocab_path(name, "tokenizer.json")
+    assert json.loads(path.read_text(encoding="utf-8"))["model"].get("ignore_merges", False) is False
+    assert ctok.load(str(path))._core.whole_piece_first is True
+
+
+def test_no_whole_piece_rule_when_some_token_merges_into_others(tmp_path):
+    # Llama 3's file with ignore_merges turned off: some of its tokens' bytes merge into other tokens, so a piece
+    # equal to such a token must still be merged.  Each such token's text, alone and after a space, against
+    # tokenizers.
+    data = json.loads(vocab_path("llama3-hf", "tokenizer.json").read_text(encoding="utf-8"))
+    data["model"]["ignore_merges"] = False
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    enc = ctok.load(str(path))
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    assert enc._core.whole_piece_first is False
+    texts = []
+    for tid in range(enc._core.vocab.size):
+        raw = enc._core.vocab.token_bytes(tid)
+        if raw is None or enc._core.vocab.is_special(tid):
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if ref.encode(text, add_special_tokens=False).ids != [tid]:
+            texts += [text, " " + text]
+    assert texts                                      # the file has such tokens
+    for text in texts:
+        assert_same_ids(enc.encode_ordinary(text), ref.encode(text, add_special_tokens=False).ids, text,
+                        label="llama3 without ignore_merges")
