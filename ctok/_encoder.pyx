@@ -72,28 +72,7 @@ cdef inline bint marker_at(const EncoderState* st, const uint8_t* s, Py_ssize_t 
     return memcmp(s + p, st.marker, st.marker_len) == 0
 
 
-cdef extern from *:
-    """
-    #if defined(__SSE2__)
-    #include <emmintrin.h>
-    #endif
-    /* The first i in [p, n) with s[i] == b, or n.  Words are a few bytes long: one 16-byte block answers most
-       calls, with no library call (memchr costs more than the search for such distances). */
-    static inline Py_ssize_t ctok_find_byte(const uint8_t* s, Py_ssize_t p, Py_ssize_t n, uint8_t b) {
-    #if defined(__SSE2__)
-        const __m128i want = _mm_set1_epi8((char)b);
-        while (p + 16 <= n) {
-            unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(s + p)), want));
-            if (m)
-                return p + __builtin_ctz(m);
-            p += 16;
-        }
-    #endif
-        while (p < n && s[p] != b)
-            p++;
-        return p;
-    }
-    """
+cdef extern from "_find_char.h":
     Py_ssize_t ctok_find_byte(const uint8_t* s, Py_ssize_t p, Py_ssize_t n, uint8_t b) nogil
 
 
@@ -296,16 +275,10 @@ cdef int encode_piece_hashed(const EncoderState* st, const uint8_t* p, Py_ssize_
     cdef uint32_t tid
     cdef Py_ssize_t before
     cdef int rc
-    if absent:
-        pass
-    elif st.opt.whole_piece_first:
+    if not absent and (st.opt.whole_piece_first or st.self_merges != NULL):
         tid = tables_lookup_hashed(st.tables, p, n, head, h)
-        if tid != NO_ID:
-            return idvec_push(out, tid)
-    elif st.self_merges != NULL:
-        tid = tables_lookup_hashed(st.tables, p, n, head, h)
-        if tid != NO_ID and st.self_merges[tid]:
-            return idvec_push(out, tid)                  # merging its bytes would rebuild it
+        if tid != NO_ID and (st.opt.whole_piece_first or st.self_merges[tid]):
+            return idvec_push(out, tid)                  # (without the rule: merging its bytes would rebuild it)
     if st.cache.table == NULL or n < 2 or n > CACHE_MAX_PIECE:      # NULL only when off (growth swaps one table for another)
         return bpe_merge_piece(st.tables, &st.opt, p, n, out, sc)
     h |= 1                                                # never 0, the empty-entry mark

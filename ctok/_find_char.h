@@ -20,6 +20,24 @@
 #define CTOK_FIND_SSE2 1
 #endif
 
+/* ctok_find_byte(s, p, n, b): the first i in [p, n) with s[i] == b, or n, over UTF-8 bytes (the SentencePiece
+ * word split's search for its marker).  Words are a few bytes long: one 16-byte block answers most calls, with
+ * no library call (memchr costs more than the search for such distances). */
+static inline Py_ssize_t ctok_find_byte(const uint8_t* s, Py_ssize_t p, Py_ssize_t n, uint8_t b) {
+#ifdef CTOK_FIND_SSE2
+    const __m128i want = _mm_set1_epi8((char)b);
+    while (p + 16 <= n) {                                   /* reads s[p:p + 16], inside s[0:n] */
+        unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(s + p)), want));
+        if (m)
+            return p + __builtin_ctz(m);
+        p += 16;
+    }
+#endif
+    while (p < n && s[p] != b)
+        p++;
+    return p;
+}
+
 static Py_ssize_t ctok_find_char_ucs2(const uint16_t* s, uint16_t ch, Py_ssize_t i, Py_ssize_t end) {
 #ifdef CTOK_FIND_SSE2
     const __m128i want = _mm_set1_epi16((short)ch);

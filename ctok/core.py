@@ -579,24 +579,29 @@ class Encoding:
                     out += part
         return out
 
-    def _route_batch(self, texts: list, one, post, num_threads: Optional[int]) -> List[List[int]]:
-        """A tokenizer.json batch: the texts its compiled route sends plain are encoded together by the core (GIL
-        released, threads), then given `post` (the post-processor, or None); every other text goes to `one`."""
-        plain = self._batch_route.plain_indices(texts)
+    @staticmethod
+    def _mixed_batch(texts: list, picked: list, batch, one) -> List[List[int]]:
+        """The ids of each text: batch([texts[i] for i in picked]) gives those of the picked indices (in order),
+        one(text) those of every other text (called first, in order: it raises where a policy forbids)."""
         out: List[Optional[List[int]]] = [None] * len(texts)
-        marked = set(plain)
+        marked = set(picked)
         for i in range(len(texts)):
             if i not in marked:
                 out[i] = one(texts[i])
-        chunks = self._chunks([texts[i] for i in plain], num_threads)
-        parts = (_pool_all(self._core.encode_many, chunks) if len(chunks) > 1
-                 else [self._core.encode_many(chunks[0])] if plain else [])
-        k = 0
-        for part in parts:
-            for ids in part:
-                out[plain[k]] = post(ids) if post is not None else ids
-                k += 1
+        if picked:
+            for i, ids in zip(picked, batch([texts[i] for i in picked])):
+                out[i] = ids
         return out
+
+    def _route_batch(self, texts: list, one, post, num_threads: Optional[int]) -> List[List[int]]:
+        """A tokenizer.json batch: the texts its compiled route sends plain are encoded together by the core (GIL
+        released, threads), then given `post` (the post-processor, or None); every other text goes to `one`."""
+        def batch(plain_texts):
+            chunks = self._chunks(plain_texts, num_threads)
+            parts = (_pool_all(self._core.encode_many, chunks) if len(chunks) > 1
+                     else [self._core.encode_many(chunks[0])])
+            return [post(ids) if post is not None else ids for part in parts for ids in part]
+        return self._mixed_batch(texts, self._batch_route.plain_indices(texts), batch, one)
 
     def _groups(self, datas: list, num_threads: Optional[int]):
         """(texts, False) runs of ordinary texts and ([text], True) for each text long enough to be cut into
@@ -648,22 +653,14 @@ class Encoding:
             # route's ids (and the post-processor's tokens around them with add_special_tokens).
             return self._route_batch(texts, one, self._hf.post_process if add_special_tokens else None, num_threads)
         if (self._native_plain() and not add_special_tokens and len(texts) >= MIN_PARALLEL_BATCH
-                and (allowed_special == "all" or isinstance(allowed_special, (set, frozenset)))
-                and (disallowed_special == "all" or (isinstance(disallowed_special, (tuple, list, set, frozenset))
-                                                     and not disallowed_special))
-                and not self._needs_cut(texts)):
+                and names_only and default_disallowed and not self._needs_cut(texts)):
             # A text holding no special token's text encodes the same under any such policy (it names special
             # tokens only): those go to the native batch, the others one by one (and raise there, as they must).
-            doubtful = self._scan(self._special_names).holding_indices(texts)
+            doubtful = set(self._scan(self._special_names).holding_indices(texts))
             if len(doubtful) < len(texts):
-                out: List[Optional[List[int]]] = [None] * len(texts)
-                for i in doubtful:
-                    out[i] = one(texts[i])
-                marked = set(doubtful)
-                clean = [i for i in range(len(texts)) if i not in marked]
-                for i, ids in zip(clean, self.encode_ordinary_batch([texts[i] for i in clean], num_threads=num_threads)):
-                    out[i] = ids
-                return out
+                clean = [i for i in range(len(texts)) if i not in doubtful]
+                return self._mixed_batch(texts, clean,
+                                         lambda sub: self.encode_ordinary_batch(sub, num_threads=num_threads), one)
         return self._map(one, texts, num_threads)
 
     def encode_batch_flat(self, texts: Sequence[str], *, num_threads: Optional[int] = None,
