@@ -36,8 +36,9 @@ cdef enum:
 # s[0:n] is one segment (regex `$` means n). Returns the end of the piece starting at pos; requires 0 <= pos < n;
 # guarantees pos < end <= n.  Pieces are produced by calling again at the returned end, starting at 0.
 cdef Py_ssize_t next_piece_end(int kind, const unsigned char* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil
-# The next pieces from pos at once: fills ends[0:k] with successive piece ends and returns k (at most
-# max_count; fewer only when the text ends).  Requires 0 <= pos < n.
+# The next pieces from pos at once: fills ends[0:k] with successive piece ends and returns k, 1 <= k <=
+# max_count (fewer when the text ends, or when a window of ASCII decided a batch with less than 8 ends of room
+# left: the caller asks again from ends[k - 1]).  Requires 0 <= pos < n.
 cdef Py_ssize_t next_piece_ends(int kind, const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t* ends,
                                 Py_ssize_t max_count) noexcept nogil
 

@@ -11,6 +11,9 @@ themselves are in ctok/patterns.py.  Character classes come from ctok/_unicode_t
 tests/test_pretok.py checks every code point and the shared corpus against both references.
 
 Invalid UTF-8 never reads out of bounds: a bad byte is a one-byte character with no class (like punctuation).
+
+``next_piece_ends`` (the encoder's batches) gives the same ends; for the o200k family it reads them off 64-byte
+windows of ASCII classified at once (_ascii_block.h, tests/test_ascii_block.py) where the text allows.
 """
 from libc.stdint cimport uint16_t, uint32_t, uint64_t
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
@@ -110,6 +113,12 @@ cdef inline bint is_alpha(unsigned char c) noexcept nogil:
 
 cdef inline bint is_lower(unsigned char c) noexcept nogil:
     return <unsigned char>(c - 97) < 26
+
+
+cdef extern from "_ascii_block.h" nogil:
+    uint32_t ctok_high32(const unsigned char* w)
+    Py_ssize_t ctok_o200k_block(const unsigned char* w, Py_ssize_t* ends, Py_ssize_t base, Py_ssize_t room,
+                                int slash, int contractions, int most)
 
 
 cdef extern from "_ascii_runs.h" nogil:
@@ -856,11 +865,24 @@ cdef Py_ssize_t next_piece_ends(int kind, const unsigned char* s, Py_ssize_t n, 
     # Up to max_count successive piece ends from pos, with the kind dispatch outside the loop: callers in
     # other modules reach cdef functions through a pointer, so one call per batch, not per piece.
     cdef Py_ssize_t k = 0
-    cdef Py_ssize_t e, e2
+    cdef Py_ssize_t e, e2, got
+    cdef bint slash = kind != PRETOK_KIMI, contractions = kind != PRETOK_TEKKEN
+    cdef int most = 1 if kind == PRETOK_TEKKEN else 3
     if kind == PRETOK_O200K or kind == PRETOK_KIMI or kind == PRETOK_TEKKEN:
+        # Windows of ASCII while they decide pieces.  A window decides about 13 pieces of English or code,
+        # so with less room than 8 the caller asking again costs less than the scalar scanner's pieces.
+        while max_count - k >= 8 and pos + 64 <= n and ctok_high32(s + pos) == 0:   # s[pos:pos + 64] in the segment
+            got = ctok_o200k_block(s + pos, ends + k, pos, max_count - k, slash, contractions, most)
+            if got == 0:
+                break
+            k += got                                                     # got <= max_count - k
+            pos = ends[k - 1]
+        if k > 0 and max_count - k < 8:
+            return k
+        # The rest of the call scalar: a byte >= 0x80 within the window's first 32 bytes, or a run no window
+        # decides.  One test per call, not per piece: text with such bytes all along gets few windows.
         while k < max_count and pos < n:
-            e = o200k_ascii_pair(s, n, pos, kind != PRETOK_KIMI, kind != PRETOK_TEKKEN,
-                                 1 if kind == PRETOK_TEKKEN else 3, True, &e2)
+            e = o200k_ascii_pair(s, n, pos, slash, contractions, most, True, &e2)
             if e < 0:
                 e = scan_o200k_like(s, n, pos, kind)
             ends[k] = e                           # k < max_count: the caller's array holds max_count
@@ -944,6 +966,24 @@ def piece_ends_batched(int kind, bytes data, Py_ssize_t max_count=16):
         for i in range(k):
             out.append(ends[i])                                # i < k <= max_count
         pos = ends[k - 1]                                      # 1 <= k
+    return out
+
+
+def batch_sizes(int kind, bytes data, Py_ssize_t max_count=16):
+    """How many ends each next_piece_ends call gave, max_count at a time (tests: windows of ASCII end a batch
+    early, the scalar scanner never does before the text's end)."""
+    _check_kind(kind)
+    if max_count < 1 or max_count > 64:
+        raise ValueError("max_count must be 1..64")
+    cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
+    cdef Py_ssize_t pos = 0, k
+    cdef Py_ssize_t ends[64]
+    out = []
+    while pos < n:
+        k = next_piece_ends(kind, s, n, pos, ends, max_count)     # 1 <= k <= max_count <= 64
+        out.append(k)
+        pos = ends[k - 1]
     return out
 
 

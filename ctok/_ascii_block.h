@@ -1,0 +1,237 @@
+/* Piece ends of the o200k family (o200k, Kimi K2, Tekken) in a 64-byte ASCII window, bit-parallel.
+ *
+ * Why: the scalar scanner (scan_o200k_like, o200k_ascii_pair in _pretok.pyx) decides each piece's shape
+ * with branches the predictor cannot know (word, " word", digits, punctuation, indentation...), about 30
+ * cycles a piece on English and code.  Here the 64 bytes after a piece start are classified at once into
+ * one bit per byte and class, every piece start of the window is derived with whole-word bit operations,
+ * and the ends are read off with count-trailing-zeros: no branch depends on a piece's shape.
+ *
+ * Contract: ctok_o200k_block(w, ends, room, slash, contractions, most) reads w[0:64] (the caller
+ * guarantees 64 readable bytes of the segment, and that w[0] starts a piece), and writes to ends[0:k]
+ * the offsets (1..61, increasing) of the next k <= room piece ends, exactly those the scalar scanner
+ * gives; it returns k, which is 0 when the window decides no piece (a byte >= 0x80 early, a long run).
+ * `slash`: the punctuation tail is [\r\n/]* (o200k, Tekken), else [\r\n]* (Kimi).  `contractions`:
+ * words take (?i:'s|'t|'re|'ve|'m|'ll|'d) (o200k, Kimi).  `most`: digits per piece, 3 or 1 (Tekken).
+ *
+ * Reference: the patterns in ctok/patterns.py (tiktoken's o200k_base, Kimi K2's, Tekken's).  On ASCII
+ * they read: a word is an optional prefix [^\r\n\p{L}\p{N}] then [A-Z]*[a-z]+ or [A-Z]+[a-z]*, then a
+ * contraction; digits go 1..most at a time; punctuation is ` ?` then a run of [^\s\p{L}\p{N}] then the
+ * tail; whitespace is `\s*[\r\n]+` (up to the run's last newline), `\s+(?!\S)` (a run before a non-space
+ * leaves its last character to the next piece) or `\s+`.  Left to right, that makes these piece starts
+ * (bit i = byte i of the window; "run" = maximal run of one class):
+ *   1. the start of each run of letters, digits, whitespace, other ASCII ("punctuation");
+ *   2. an upper-case letter after a lower-case one ([A-Z]*[a-z]+ stops there);
+ *   3. every most-th digit of a digit run;
+ *   4. in a whitespace run followed by a non-space: the character after its last newline, and its last
+ *      character when at least two non-newlines end the run;
+ *   5. the punctuation tail (a newline right after punctuation, then newlines and, with slash, '/')
+ *      belongs to the punctuation: no start inside it, a start right after it;
+ *   6. a space before punctuation is ` ?`: the punctuation after it is no start;
+ *   7. a contraction after a letter belongs to the word: no start in it, a start after it when a letter
+ *      follows (contractions are matched left to right: the apostrophe after one starts a new piece);
+ *   8. a word takes the character before it as its prefix when that character starts a piece and is
+ *      punctuation or a non-newline space: the word's first letter is then no start.
+ * A start is decided by the bytes up to two after it, except inside a whitespace run, decided by the
+ * byte after the run.  So starts are trusted up to 3 bytes before the window's end or its first byte
+ * >= 0x80 (which may be a letter, a digit or a space), and not past the start of a whitespace run that
+ * reaches that end.  tests/test_ascii_block.py checks every rule against the reference patterns and the
+ * scalar scanner on random text.
+ */
+#ifndef CTOK_ASCII_BLOCK_H
+#define CTOK_ASCII_BLOCK_H
+#include <stdint.h>
+#include <Python.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+typedef struct {
+    uint64_t letter, upper, digit, space, newline, blank, apostrophe, slash, high;
+} ctok_block_classes;
+
+#if defined(__SSE2__)
+static inline uint64_t ctok_mask64(__m128i a, __m128i b, __m128i c, __m128i d) {
+    return (uint64_t)(uint32_t)_mm_movemask_epi8(a) | ((uint64_t)(uint32_t)_mm_movemask_epi8(b) << 16)
+         | ((uint64_t)(uint32_t)_mm_movemask_epi8(c) << 32) | ((uint64_t)(uint32_t)_mm_movemask_epi8(d) << 48);
+}
+
+/* Signed byte compares: bytes >= 0x80 are negative, so they fall in no range of ASCII classes. */
+static inline void ctok_classify_vec(__m128i x, __m128i* letter, __m128i* lower_bit, __m128i* digit,
+                                     __m128i* space, __m128i* newline, __m128i* blank, __m128i* apostrophe,
+                                     __m128i* slash) {
+    __m128i folded = _mm_or_si128(x, _mm_set1_epi8(0x20));
+    *letter = _mm_and_si128(_mm_cmpgt_epi8(folded, _mm_set1_epi8('a' - 1)),
+                            _mm_cmplt_epi8(folded, _mm_set1_epi8('z' + 1)));
+    *lower_bit = _mm_slli_epi16(x, 2);                      /* bit 5 (0x20) of each byte to its bit 7 */
+    *digit = _mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8('0' - 1)), _mm_cmplt_epi8(x, _mm_set1_epi8('9' + 1)));
+    *blank = _mm_cmpeq_epi8(x, _mm_set1_epi8(' '));
+    *space = _mm_or_si128(_mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8(8)), _mm_cmplt_epi8(x, _mm_set1_epi8(14))),
+                          *blank);                           /* \t \n \v \f \r and space: \s on ASCII */
+    *newline = _mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('\n')), _mm_cmpeq_epi8(x, _mm_set1_epi8('\r')));
+    *apostrophe = _mm_cmpeq_epi8(x, _mm_set1_epi8('\''));
+    *slash = _mm_cmpeq_epi8(x, _mm_set1_epi8('/'));
+}
+
+static inline void ctok_classify64(const unsigned char* w, ctok_block_classes* c) {
+    __m128i x[4], l[4], lb[4], d[4], sp[4], nl[4], bl[4], ap[4], sl[4];
+    int j;
+    for (j = 0; j < 4; j++) {
+        x[j] = _mm_loadu_si128((const __m128i*)(w + 16 * j));       /* w[0:64] readable by contract */
+        ctok_classify_vec(x[j], &l[j], &lb[j], &d[j], &sp[j], &nl[j], &bl[j], &ap[j], &sl[j]);
+    }
+    c->letter = ctok_mask64(l[0], l[1], l[2], l[3]);
+    c->upper = c->letter & ~ctok_mask64(lb[0], lb[1], lb[2], lb[3]);
+    c->digit = ctok_mask64(d[0], d[1], d[2], d[3]);
+    c->space = ctok_mask64(sp[0], sp[1], sp[2], sp[3]);
+    c->newline = ctok_mask64(nl[0], nl[1], nl[2], nl[3]);
+    c->blank = ctok_mask64(bl[0], bl[1], bl[2], bl[3]);
+    c->apostrophe = ctok_mask64(ap[0], ap[1], ap[2], ap[3]);
+    c->slash = ctok_mask64(sl[0], sl[1], sl[2], sl[3]);
+    c->high = ctok_mask64(x[0], x[1], x[2], x[3]);
+}
+#else
+static inline void ctok_classify64(const unsigned char* w, ctok_block_classes* c) {
+    int i;
+    memset(c, 0, sizeof(*c));
+    for (i = 0; i < 64; i++) {
+        unsigned char b = w[i];                                /* w[0:64] readable by contract */
+        uint64_t bit = (uint64_t)1 << i;
+        if (b >= 0x80) { c->high |= bit; continue; }
+        if ((b | 0x20) >= 'a' && (b | 0x20) <= 'z') { c->letter |= bit; if (!(b & 0x20)) c->upper |= bit; }
+        if (b >= '0' && b <= '9') c->digit |= bit;
+        if ((b >= 9 && b <= 13) || b == ' ') c->space |= bit;
+        if (b == '\n' || b == '\r') c->newline |= bit;
+        if (b == ' ') c->blank |= bit;
+        if (b == '\'') c->apostrophe |= bit;
+        if (b == '/') c->slash |= bit;
+    }
+}
+#endif
+
+/* Bits of m reachable from a bit of seed by going up (down) through set bits of m: a fill within runs,
+ * in six doubling steps. */
+static inline uint64_t ctok_fill_up(uint64_t seed, uint64_t m) {
+    uint64_t x = seed & m, r = m;
+    x |= (x << 1) & r;  r &= r << 1;
+    x |= (x << 2) & r;  r &= r << 2;
+    x |= (x << 4) & r;  r &= r << 4;
+    x |= (x << 8) & r;  r &= r << 8;
+    x |= (x << 16) & r; r &= r << 16;
+    x |= (x << 32) & r;
+    return x;
+}
+
+static inline uint64_t ctok_fill_down(uint64_t seed, uint64_t m) {
+    uint64_t x = seed & m, r = m;
+    x |= (x >> 1) & r;  r &= r >> 1;
+    x |= (x >> 2) & r;  r &= r >> 2;
+    x |= (x >> 4) & r;  r &= r >> 4;
+    x |= (x >> 8) & r;  r &= r >> 8;
+    x |= (x >> 16) & r; r &= r >> 16;
+    x |= (x >> 32) & r;
+    return x;
+}
+
+static inline int ctok_contraction_len(const unsigned char* w, int e) {
+    /* Length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at w[e] == '\'', or 0; e + 2 < 64 by the caller.  `| 0x20`
+     * folds only letters onto these lower-case letters (other bytes land elsewhere). */
+    unsigned char c1 = w[e + 1] | 0x20, c2 = w[e + 2] | 0x20;
+    if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return 2;
+    if ((c1 == 'r' || c1 == 'v') && c2 == 'e') return 3;
+    if (c1 == 'l' && c2 == 'l') return 3;
+    return 0;
+}
+
+/* Bytes >= 0x80 among w[0:32], one bit each (bit i for w[i]).  A window is worth classifying only when
+ * this is 0: text with a character >= 0x80 every few bytes would pay a classification for a piece or two;
+ * the caller waits until it is past the last such byte before it asks again. */
+static inline uint32_t ctok_high32(const unsigned char* w) {
+#if defined(__SSE2__)
+    return (uint32_t)_mm_movemask_epi8(_mm_loadu_si128((const __m128i*)w))          /* w[0:32] readable */
+         | ((uint32_t)_mm_movemask_epi8(_mm_loadu_si128((const __m128i*)(w + 16))) << 16);
+#else
+    uint32_t m = 0;
+    int i;
+    for (i = 0; i < 32; i++)
+        if (w[i] >= 0x80) m |= (uint32_t)1 << i;
+    return m;
+#endif
+}
+
+static inline Py_ssize_t ctok_o200k_block(const unsigned char* w, Py_ssize_t* ends, Py_ssize_t base,
+                                          Py_ssize_t room, int slash, int contractions, int most) {
+    ctok_block_classes c;
+    uint64_t letter, digit, space, other, nonnl, starts, last, final_run, tail, seeds, firsts, e_bits, runs;
+    int end, lim, a;
+    Py_ssize_t k = 0;
+    ctok_classify64(w, &c);
+    end = c.high ? __builtin_ctzll(c.high) : 64;
+    lim = end - 3;
+    if (lim < 1)
+        return 0;
+    letter = c.letter;
+    digit = c.digit;
+    space = c.space;
+    other = ~(letter | digit | space | c.high);
+    /* 1. run starts (bit 0 is a start by contract) */
+    starts = (letter & ~(letter << 1)) | (digit & ~(digit << 1)) | (space & ~(space << 1))
+           | (other & ~(other << 1)) | 1;
+    /* 2. [A-Z] after [a-z] */
+    starts |= c.upper & ((letter & ~c.upper) << 1);
+    /* 3. digit groups */
+    if (most == 1) {
+        starts |= digit;
+    } else {
+        uint64_t group = digit & ~(digit << 1);
+        uint64_t four = digit & (digit << 1) & (digit << 2) & (digit << 3);
+        while ((group = (group << 3) & four) != 0)
+            starts |= group;
+    }
+    /* 4. whitespace runs: `last` = last character of a run of non-newline spaces that ends its \s run */
+    nonnl = space & ~c.newline;
+    last = nonnl & ~(space >> 1);
+    final_run = ctok_fill_down(last, nonnl);
+    starts |= (final_run & (c.newline << 1)) | (last & (nonnl << 1));
+    /* 5. the punctuation tail */
+    seeds = c.newline & (other << 1);
+    tail = ctok_fill_up(seeds, slash ? (c.newline | c.slash) : c.newline);
+    starts = (starts & ~tail) | ((tail << 1) & ~tail);
+    /* 6. ` ?` before punctuation */
+    starts &= ~((c.blank << 1) & other);
+    /* 7. contractions, left to right; an apostrophe at 62 or 63 is past lim anyway */
+    if (contractions) {
+        int covered = 0;
+        e_bits = c.apostrophe & (letter << 1) & (((uint64_t)1 << 62) - 1);
+        while (e_bits) {
+            int e = __builtin_ctzll(e_bits), m;
+            e_bits &= e_bits - 1;
+            if (e <= covered)                  /* the letter before it is the end of a contraction */
+                continue;
+            m = ctok_contraction_len(w, e);
+            if (m) {
+                starts &= ~((((uint64_t)1 << m) - 1) << e);
+                if (e + m < 64)
+                    starts |= letter & ((uint64_t)1 << (e + m));
+                covered = e + m;
+            }
+        }
+    }
+    /* 8. word prefixes */
+    firsts = letter & ~(letter << 1);
+    starts &= ~(firsts & ((starts & (other | nonnl)) << 1));
+    /* trust: not past a whitespace run that reaches the end */
+    if ((space >> (end - 1)) & 1) {
+        runs = space & ~(space << 1) & ((((uint64_t)2) << (end - 1)) - 1);
+        a = 63 - __builtin_clzll(runs);         /* runs != 0: the run holding end - 1 starts at or after 0 */
+        if (a < lim)
+            lim = a;
+    }
+    starts &= ~(uint64_t)1 & ((((uint64_t)2) << lim) - 1);   /* lim <= 61 */
+    while (starts && k < room) {
+        ends[k++] = base + __builtin_ctzll(starts);
+        starts &= starts - 1;
+    }
+    return k;
+}
+
+#endif

@@ -1,0 +1,122 @@
+"""The bit-parallel 64-byte windows of the o200k-family pretokenizers (ctok/_ascii_block.h).
+
+``next_piece_ends`` (the encoder's path) classifies 64 bytes of ASCII after a piece start and reads every
+piece end it can trust off bit masks; the per-piece scanner (``next_piece_end``, checked exhaustively in
+test_pretok.py) is not used there.  These tests put each rule of the window at every offset of a window and
+around its edges, and compare the pieces with tiktoken (the reference, through ``assert_tiktoken_splits_many``)
+and with the per-piece scanner, at several batch sizes (a window is only used with room for 8 ends).
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from ctok import patterns as pt
+
+P = pytest.importorskip("ctok._pretok")
+pytest.importorskip("tiktoken")
+
+from test_pretok import assert_tiktoken_splits_many  # noqa: E402
+
+KINDS = [pt.PRETOK_O200K, pt.PRETOK_KIMI, pt.PRETOK_TEKKEN]
+IDS = [pt.KIND_NAMES[k] for k in KINDS]
+
+# Pieces and joints that each rule of the window decides (see the comment at the top of _ascii_block.h).
+SNIPPETS = [
+    "word", " word", "Word", " Word", "camelCase", "HTTPServer", "ABC", "aBcD", "x",  # runs, [A-Z] after [a-z]
+    "7", "12", "123", "1234", "1234567", " 42", "a1", "1a",                            # digit groups
+    "don't", "it's", "we're", "I'LL", "you've", "I'm", "he'd", "it'S", "x'lL", "can'tell", "it's's",  # contractions
+    "o'clock", "'s", "'", "''", "' s", "rock'n'roll", "'re", "'ll", "a'", "'x",
+    "(", "((", " (", "((x", " (x", "(x", ".", "...", " ...", "!x", "->", "=", " = ", "#",  # punctuation, prefixes
+    "}\n", "}\n\n", "}\n  ", ";\n/", ";\n//", ";\n/(x", "/*", "//", "\n/", "x/\n/y", ":\r\n",  # punctuation tails
+    " ", "  ", "   ", "\n", "\n\n", "\r\n", "\t", "\t\t", " \n", "\n ", "\n  ", " \n \n ", "  \n\n  ",  # whitespace
+    "\x0b", "\x0c", "\t(", " \t", "\x00", "\x1f", "\x7f", "\x1c",
+]
+
+
+def pieces_of(data: bytes, ends):
+    out, start = [], 0
+    for e in ends:
+        out.append(data[start:e].decode("utf-8"))
+        start = e
+    return out
+
+
+def check(kind, texts, label):
+    """Windows' pieces equal the per-piece scanner's at batch sizes that use windows, and tiktoken's."""
+    all_pieces = []
+    for t in texts:
+        data = t.encode("utf-8")
+        ends = P.piece_ends(kind, data)
+        for m in (8, 16, 64, 9):
+            got = P.piece_ends_batched(kind, data, m)
+            assert got == ends, f"{label}: {pt.KIND_NAMES[kind]} batched by {m} on {t!r}"
+        all_pieces.append(pieces_of(data, ends))
+    assert_tiktoken_splits_many(pt.PATTERNS[kind], texts, f"{label} {pt.KIND_NAMES[kind]}", all_pieces)
+
+
+def soup(rng, n):
+    """Snippets, often glued together, sometimes with a space; long enough for several windows."""
+    out = []
+    size = 0
+    while size < n:
+        s = rng.choice(SNIPPETS)
+        if rng.random() < 0.3:
+            s += " "
+        out.append(s)
+        size += len(s)
+    return "".join(out)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
+def test_random_snippets(kind):
+    rng = random.Random(kind)
+    check(kind, [soup(rng, rng.randint(64, 400)) for _ in range(1500)], "snippets")
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
+def test_random_bytes_of_the_classes(kind):
+    # Every class the window tells apart, and the letters contractions test, in random order.
+    alphabet = "aAsStTmMdDlLrReEvVxZ" + "0123456789" + "  \n\r\t\x0b\x0c" + "''//" + ".,;(){}-\"#*\x00\x7f"
+    rng = random.Random(100 + kind)
+    check(kind, ["".join(rng.choice(alphabet) for _ in range(rng.randint(64, 300))) for _ in range(1500)],
+          "class bytes")
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
+def test_each_snippet_at_every_offset(kind):
+    # A snippet between two fillers, at each offset from 0 to 80: its rule decided at each position of a
+    # window, at a window's edge (the last 3 bytes are not trusted) and across two windows.
+    texts = []
+    for s in SNIPPETS:
+        for filler in ("ab ", "x\n", "  "):
+            for off in range(0, 81):
+                head = (filler * 40)[:off]
+                texts.append(head + s + (filler * 40)[:90])
+    check(kind, texts, "snippet at offset")
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
+def test_long_runs_and_bytes_above_ascii(kind):
+    # Runs longer than a window (no piece decided: the scalar scanner goes on), and characters >= 0x80 (a
+    # letter, a digit, a space, punctuation) at each offset: the window must stop trusting before them.
+    texts = []
+    for run in ("a" * 70, "A" * 70, "1" * 70, " " * 70, "\n" * 70, "." * 70, " \n" * 35, "/" * 70):
+        texts += ["x " + run + " y" * 40, run + "z" * 3 + " w" * 40]
+    for ch in ("é", "٣", "\u00a0", "\u3000", "\u2019", "\u201d", "中", "\U0001F600", "\u0301"):
+        for off in range(0, 70, 1):
+            texts.append(("it's a test, " * 10)[:off] + ch + (" we're 12 CamelCase\n" * 5))
+            texts.append((" " * off) + ch + ("x " * 40))
+    check(kind, texts, "runs and non-ASCII")
+
+
+def test_windows_are_used():
+    # The batched path must take windows on ASCII text (else the tests above test nothing new): it is faster
+    # per piece than the scalar scanner, counted here without timing, by the number of pieces a batch of 16
+    # ends at (a window returns early when fewer than 8 ends of room are left).
+    data = (b"The quick brown fox jumps over the lazy dog; it's 42.\n" * 40)
+    ends = P.piece_ends(pt.PRETOK_O200K, data)
+    batches = P.batch_sizes(pt.PRETOK_O200K, data, 16)
+    assert sum(batches) == len(ends)
+    assert any(b < 16 for b in batches[:-1]), "no batch was cut short by a window"
