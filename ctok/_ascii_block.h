@@ -142,6 +142,22 @@ static inline int ctok_contraction_len(const unsigned char* w, int e) {
     return 0;
 }
 
+/* Which of U+2000..U+207F are [^\s\p{L}\p{N}] and no mark (bit cp - 0x2000), filled at import from the Unicode
+ * table (_pretok.pyx): the General Punctuation block's quotes, dashes, ellipsis and invisible format characters,
+ * which English prose puts among ASCII every hundred bytes or so.  A window takes such a character (three
+ * bytes, E2 80..81 xx) as three bytes of punctuation; its spaces (U+2000..U+200A, U+2028, U+2029, U+202F,
+ * U+205F) and letters and digits (U+2070..U+207F) end the window as any other byte >= 0x80 does. */
+static uint64_t ctok_punct_2000[2];
+
+static inline int ctok_punct3(const unsigned char* p) {
+    /* p[0:3] readable by the caller.  Code point (p[1] & 1) << 6 | (p[2] & 0x3F) past U+2000 for E2 80..81 xx. */
+    unsigned cp;
+    if (p[0] != 0xE2 || (p[1] & 0xFE) != 0x80 || (p[2] & 0xC0) != 0x80)
+        return 0;
+    cp = ((unsigned)(p[1] & 1) << 6) | (p[2] & 0x3F);                 /* < 128: a bit of the table */
+    return (int)((ctok_punct_2000[cp >> 6] >> (cp & 63)) & 1);
+}
+
 /* Bytes >= 0x80 among w[0:32], one bit each (bit i for w[i]).  A window is worth classifying only when
  * this is 0: text with a character >= 0x80 every few bytes would pay a classification for a piece or two;
  * the caller waits until it is past the last such byte before it asks again. */
@@ -158,21 +174,45 @@ static inline uint32_t ctok_high32(const unsigned char* w) {
 #endif
 }
 
+/* Whether a window at w is worth classifying: w[0:32] is ASCII but for at most two of the punctuation
+ * characters above (`high` = ctok_high32(w)). */
+static inline int ctok_window_worth(const unsigned char* w, uint32_t high) {
+    int i, round;
+    for (round = 0; round < 2 && high != 0; round++) {
+        i = __builtin_ctz(high);
+        if (i > 29 || !ctok_punct3(w + i))                            /* i + 2 < 32: inside w[0:32] */
+            return 0;
+        high &= ~((uint32_t)7 << i);
+    }
+    return high == 0;
+}
+
 static inline Py_ssize_t ctok_o200k_block(const unsigned char* w, Py_ssize_t* ends, Py_ssize_t base,
                                           Py_ssize_t room, int slash, int contractions, int most) {
     ctok_block_classes c;
     uint64_t letter, digit, space, other, nonnl, starts, last, final_run, tail, seeds, firsts, e_bits, runs;
+    uint64_t unknown, cont, prefix;
     int end, lim, a;
     Py_ssize_t k = 0;
     ctok_classify64(w, &c);
-    end = c.high ? __builtin_ctzll(c.high) : 64;
+    /* Punctuation of three bytes (above) is punctuation here; `cont` marks its second and third bytes. */
+    unknown = c.high;
+    cont = 0;
+    while (unknown != 0) {
+        int i = __builtin_ctzll(unknown);
+        if (i > 61 || !ctok_punct3(w + i))                            /* i + 2 < 64: inside w[0:64] */
+            break;
+        cont |= (uint64_t)6 << i;
+        unknown &= ~((uint64_t)7 << i);
+    }
+    end = unknown ? __builtin_ctzll(unknown) : 64;
     lim = end - 3;
     if (lim < 1)
         return 0;
     letter = c.letter;
     digit = c.digit;
     space = c.space;
-    other = ~(letter | digit | space | c.high);
+    other = ~(letter | digit | space | unknown);
     /* 1. run starts (bit 0 is a start by contract) */
     starts = (letter & ~(letter << 1)) | (digit & ~(digit << 1)) | (space & ~(space << 1))
            | (other & ~(other << 1)) | 1;
@@ -216,9 +256,11 @@ static inline Py_ssize_t ctok_o200k_block(const unsigned char* w, Py_ssize_t* en
             }
         }
     }
-    /* 8. word prefixes */
+    /* 8. word prefixes: the character before the word is one byte, or three (its last two in `cont`: a
+     * start is never there, being inside a punctuation run, so `prefix << 1` alone stops at them) */
     firsts = letter & ~(letter << 1);
-    starts &= ~(firsts & ((starts & (other | nonnl)) << 1));
+    prefix = starts & (other | nonnl);
+    starts &= ~(firsts & ((prefix << 1) | ((prefix << 3) & (cont << 1) & (cont << 2))));
     /* trust: not past a whitespace run that reaches the end */
     if ((space >> (end - 1)) & 1) {
         runs = space & ~(space << 1) & ((((uint64_t)2) << (end - 1)) - 1);

@@ -116,9 +116,22 @@ cdef inline bint is_lower(unsigned char c) noexcept nogil:
 
 
 cdef extern from "_ascii_block.h" nogil:
+    uint64_t ctok_punct_2000[2]
     uint32_t ctok_high32(const unsigned char* w)
+    bint ctok_window_worth(const unsigned char* w, uint32_t high)
     Py_ssize_t ctok_o200k_block(const unsigned char* w, Py_ssize_t* ends, Py_ssize_t base, Py_ssize_t room,
                                 int slash, int contractions, int most)
+
+
+def _fill_punct_2000():
+    # The punctuation of U+2000..U+207F that windows take (see _ascii_block.h): no letter, mark, digit or space.
+    cdef uint32_t cp
+    for cp in range(0x2000, 0x2080):
+        if not (ctok_cp_flags(cp) & (CT_L | CT_M | CT_N | CT_WS)):
+            ctok_punct_2000[(cp - 0x2000) >> 6] |= (<uint64_t>1) << ((cp - 0x2000) & 63)   # index 0 or 1
+
+
+_fill_punct_2000()
 
 
 cdef extern from "_ascii_runs.h" nogil:
@@ -871,7 +884,7 @@ cdef Py_ssize_t next_piece_ends(int kind, const unsigned char* s, Py_ssize_t n, 
     if kind == PRETOK_O200K or kind == PRETOK_KIMI or kind == PRETOK_TEKKEN:
         # Windows of ASCII while they decide pieces.  A window decides about 13 pieces of English or code,
         # so with less room than 8 the caller asking again costs less than the scalar scanner's pieces.
-        while max_count - k >= 8 and pos + 64 <= n and ctok_high32(s + pos) == 0:   # s[pos:pos + 64] in the segment
+        while max_count - k >= 8 and pos + 64 <= n and ctok_window_worth(s + pos, ctok_high32(s + pos)):   # s[pos:pos + 64] in the segment
             got = ctok_o200k_block(s + pos, ends + k, pos, max_count - k, slash, contractions, most)
             if got == 0:
                 break

@@ -120,3 +120,27 @@ def test_windows_are_used():
     batches = P.batch_sizes(pt.PRETOK_O200K, data, 16)
     assert sum(batches) == len(ends)
     assert any(b < 16 for b in batches[:-1]), "no batch was cut short by a window"
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
+def test_general_punctuation_block(kind):
+    # Windows take U+2000..U+207F's punctuation (three bytes) as punctuation and stop at its spaces, letters
+    # and digits: every code point of the range, in the contexts where a character's class decides (a word's
+    # prefix, ' ?', runs, tails, whitespace before it), at offsets around a window's edges.
+    contexts = ["{c}word", " {c}word", "{c}{c}word", "x{c}y", "{c} ", "  {c}", "{c}\n\n", "{c}\n/x", "it{c}s",
+                "a{c}'s", "{c}12", "'{c}", "\n{c}", "{c}(", "({c}x", ". {c}"]
+    texts = []
+    for cp in range(0x2000, 0x2080):
+        ch = chr(cp)
+        for i, ctx in enumerate(contexts):
+            off = (cp * 7 + i * 13) % 70
+            texts.append(("ab cd " * 20)[:off] + ctx.format(c=ch) + " more words, then 42.\n" * 4)
+    check(kind, texts, "general punctuation")
+
+
+def test_general_punctuation_windows_are_used():
+    # English with curly quotes and dashes keeps taking windows (batches cut short by them).
+    data = ("\u201cThe quick brown fox jumps over the lazy dog, and the dog sleeps on,\u201d he said. It was "
+            "late \u2014 far too late for a walk, and the moon was up over the hills.\n" * 30).encode()
+    batches = P.batch_sizes(pt.PRETOK_O200K, data, 16)
+    assert sum(b < 16 for b in batches[:-1]) > len(batches) // 2
