@@ -230,12 +230,17 @@ static inline Py_ssize_t ctok_o200k_block(const unsigned char* w, Py_ssize_t* en
     /* 4. whitespace runs: `last` = last character of a run of non-newline spaces that ends its \s run */
     nonnl = space & ~c.newline;
     last = nonnl & ~(space >> 1);
-    final_run = ctok_fill_down(last, nonnl);
-    starts |= (final_run & (c.newline << 1)) | (last & (nonnl << 1));
+    starts |= last & (nonnl << 1);
+    if (nonnl & (c.newline << 1)) {          /* (the fills cost about 17 instructions: prose mostly has none) */
+        final_run = ctok_fill_down(last, nonnl);
+        starts |= final_run & (c.newline << 1);
+    }
     /* 5. the punctuation tail */
     seeds = c.newline & (other << 1);
-    tail = ctok_fill_up(seeds, slash ? (c.newline | c.slash) : c.newline);
-    starts = (starts & ~tail) | ((tail << 1) & ~tail);
+    if (seeds) {
+        tail = ctok_fill_up(seeds, slash ? (c.newline | c.slash) : c.newline);
+        starts = (starts & ~tail) | ((tail << 1) & ~tail);
+    }
     /* 6. ` ?` before punctuation */
     starts &= ~((c.blank << 1) & other);
     /* 7. contractions, left to right; an apostrophe at 62 or 63 is past lim anyway */
