@@ -36,7 +36,9 @@
  * A start is decided by the bytes up to the one after it, except inside a whitespace run, decided by the byte
  * after the run.  So starts are trusted up to 2 bytes before the window's end or its first byte >= 0x80
  * (which may be a letter, a digit, punctuation, a space or CJK), and not past the start of a whitespace run
- * that reaches that end.  tests/test_ascii_block_ds.py checks every rule against tokenizers and the scalar
+ * that reaches that end.  (One byte before would do as well: outside whitespace runs only rule 3 reads the
+ * next byte, and it can only add a start, so a start missed at the last trusted byte only ends the window one
+ * piece early; two keeps a margin for rules to come.)  tests/test_ascii_block_ds.py checks every rule against tokenizers and the scalar
  * scanner.
  */
 #ifndef CTOK_ASCII_BLOCK_DS_H

@@ -110,6 +110,7 @@ def test_long_runs_and_bytes_above_ascii():
             texts.append(("it's a test, 12 " * 10)[:off] + ch + (" we're 12 CamelCase\n" * 5))
             texts.append((" " * off) + ch + ("x " * 40))
             texts.append(("ab.\x01\n 123" * 10)[:off] + ch + ("(x) " * 20))
+            texts.append(("\x01" * off) + ch + ("\x01a" * 30))
     check(DS, texts, "runs and non-ASCII")
 
 
