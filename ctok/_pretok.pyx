@@ -125,6 +125,10 @@ cdef extern from "_ascii_block_ds.h" nogil:
     Py_ssize_t ctok_deepseek_block(const unsigned char* w, Py_ssize_t* ends, Py_ssize_t base, Py_ssize_t room)
 
 
+cdef extern from "_ascii_block_gpt2.h" nogil:
+    Py_ssize_t ctok_gpt2_block(const unsigned char* w, Py_ssize_t* ends, Py_ssize_t base, Py_ssize_t room)
+
+
 cdef extern from "_ascii_runs.h" nogil:
     Py_ssize_t ctok_lower_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t i)
     Py_ssize_t ctok_alpha_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t i)
@@ -902,6 +906,15 @@ cdef Py_ssize_t next_piece_ends(int kind, const unsigned char* s, Py_ssize_t n, 
             ends[k] = pos
             k += 1
     elif kind == PRETOK_GPT2:
+        # Windows of ASCII as for o200k above (_ascii_block_gpt2.h), then the scalar scanner for the rest.
+        while max_count - k >= 8 and pos + 64 <= n and ctok_high32(s + pos) == 0:   # s[pos:pos + 64] in the segment
+            got = ctok_gpt2_block(s + pos, ends + k, pos, max_count - k)
+            if got == 0:
+                break
+            k += got                                                     # got <= max_count - k
+            pos = ends[k - 1]
+        if k > 0 and max_count - k < 8:
+            return k
         while k < max_count and pos < n:
             pos = gpt2_piece(s, n, pos)
             ends[k] = pos
