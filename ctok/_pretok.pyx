@@ -12,8 +12,9 @@ tests/test_pretok.py checks every code point and the shared corpus against both 
 
 Invalid UTF-8 never reads out of bounds: a bad byte is a one-byte character with no class (like punctuation).
 
-``next_piece_ends`` (the encoder's batches) gives the same ends; for the o200k family it reads them off 64-byte
-windows of ASCII classified at once (_ascii_block.h, tests/test_ascii_block.py) where the text allows.
+``next_piece_ends`` (the encoder's batches) gives the same ends; for the o200k family, DeepSeek-V3 and GPT-2 it
+reads them off 64-byte windows of ASCII classified at once (_ascii_block.h, _ascii_block_ds.h, _ascii_block_gpt2.h;
+tests/test_ascii_block.py, tests/test_ascii_block_ds.py) where the text allows.
 """
 from libc.stdint cimport uint16_t, uint32_t, uint64_t
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
