@@ -12,8 +12,9 @@ tests/test_pretok.py checks every code point and the shared corpus against both 
 
 Invalid UTF-8 never reads out of bounds: a bad byte is a one-byte character with no class (like punctuation).
 
-``next_piece_ends`` (the encoder's batches) gives the same ends; for the o200k family it reads them off 64-byte
-windows of ASCII classified at once (_ascii_block.h, tests/test_ascii_block.py) where the text allows.
+``next_piece_ends`` (the encoder's batches) gives the same ends; for the o200k family, DeepSeek-V3 and GPT-2 it
+reads them off 64-byte windows of ASCII classified at once (_ascii_block.h, _ascii_block_ds.h, _ascii_block_gpt2.h;
+tests/test_ascii_block.py, tests/test_ascii_block_ds.py) where the text allows.
 """
 from libc.stdint cimport uint16_t, uint32_t, uint64_t
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
@@ -132,6 +133,14 @@ def _fill_punct_2000():
 
 
 _fill_punct_2000()
+
+
+cdef extern from "_ascii_block_ds.h" nogil:
+    Py_ssize_t ctok_deepseek_block(const unsigned char* w, Py_ssize_t* ends, Py_ssize_t base, Py_ssize_t room)
+
+
+cdef extern from "_ascii_block_gpt2.h" nogil:
+    Py_ssize_t ctok_gpt2_block(const unsigned char* w, Py_ssize_t* ends, Py_ssize_t base, Py_ssize_t room)
 
 
 cdef extern from "_ascii_runs.h" nogil:
@@ -911,11 +920,29 @@ cdef Py_ssize_t next_piece_ends(int kind, const unsigned char* s, Py_ssize_t n, 
             ends[k] = pos
             k += 1
     elif kind == PRETOK_GPT2:
+        # Windows of ASCII as for o200k above (_ascii_block_gpt2.h), then the scalar scanner for the rest.
+        while max_count - k >= 8 and pos + 64 <= n and ctok_high32(s + pos) == 0:   # s[pos:pos + 64] in the segment
+            got = ctok_gpt2_block(s + pos, ends + k, pos, max_count - k)
+            if got == 0:
+                break
+            k += got                                                     # got <= max_count - k
+            pos = ends[k - 1]
+        if k > 0 and max_count - k < 8:
+            return k
         while k < max_count and pos < n:
             pos = gpt2_piece(s, n, pos)
             ends[k] = pos
             k += 1
     elif kind == PRETOK_DEEPSEEK:
+        # Windows of ASCII as for o200k above (_ascii_block_ds.h), then the scalar scanner for the rest.
+        while max_count - k >= 8 and pos + 64 <= n and ctok_high32(s + pos) == 0:   # s[pos:pos + 64] in the segment
+            got = ctok_deepseek_block(s + pos, ends + k, pos, max_count - k)
+            if got == 0:
+                break
+            k += got                                                     # got <= max_count - k
+            pos = ends[k - 1]
+        if k > 0 and max_count - k < 8:
+            return k
         while k < max_count and pos < n:
             pos = deepseek_piece(s, n, pos)
             ends[k] = pos

@@ -1,0 +1,122 @@
+/* Piece ends of DeepSeek-V3's pretokenizer (PRETOK_DEEPSEEK) in a 64-byte ASCII window, bit-parallel.
+ *
+ * Why: as for the o200k family (_ascii_block.h, whose classification and fills this reuses), the scalar
+ * scanner (deepseek_ascii, scan_deepseek in _pretok.pyx) branches on each piece's shape; here every piece
+ * start of 64 bytes comes from whole-word bit operations and the ends from count-trailing-zeros.
+ *
+ * Contract: ctok_deepseek_block(w, ends, base, room) reads w[0:64] (the caller guarantees 64 readable bytes
+ * of the segment, and that w[0] starts a piece), and writes to ends[0:k] base + the offsets (1..62,
+ * increasing) of the next k <= room piece ends, exactly those the scalar scanner gives; it returns k, 0 when
+ * the window decides no piece (a byte >= 0x80 early, a long run).
+ *
+ * Reference: HF's Sequence of three Split(isolated) steps, PATTERNS[PRETOK_DEEPSEEK] in ctok/patterns.py:
+ * `\p{N}{1,3}`, then CJK runs (no ASCII), then on each segment the previous steps left
+ *   [!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+ | [^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+
+ *   | ?[\p{P}\p{S}]+[\r\n]* | \s*[\r\n]+ | \s+(?!\S) | \s+
+ * and the text between two matches (a gap) is a piece too.  On ASCII the classes are: letters, digits,
+ * whitespace \s (\t \n \v \f \r and space; \r \n are "newlines"), punctuation (the 32 printable others, all
+ * \p{P} or \p{S}) and control characters (the rest: no alternative starts with one unless a letter follows,
+ * as the optional prefix, so runs of them are gaps).  A digit ends the segment before it: whitespace before
+ * it is at the end of the text for `(?!\S)`.  Left to right that makes these piece starts (bit i = byte i of
+ * the window; "run" = maximal run of one class):
+ *   1. the start of each run of letters, digits, whitespace, punctuation, control characters (a digit run
+ *      is a segment of step 1, the byte after it starts a segment);
+ *   2. every third digit of a digit run;
+ *   3. a control character before a letter (the gap ends there: it is the letters' prefix);
+ *   4. in a whitespace run: the character after its last newline when the run goes on after it
+ *      (`\s*[\r\n]+` ends there), and, when a letter, punctuation or control character follows the run
+ *      (not a digit: the segment's end), its last character when at least two non-newlines end the run
+ *      (`\s+(?!\S)` leaves it);
+ *   5. the punctuation tail (newlines right after punctuation) belongs to the punctuation: no start
+ *      inside it, a start right after it;
+ *   6. a space before punctuation is ` ?`: the punctuation after it is no start;
+ *   7. a letter run takes the character before it as its prefix when that character starts a piece and is
+ *      punctuation (the first alternative; a punctuation run of two or more ends before the letters), a
+ *      non-newline space or a control character: the first letter is then no start.
+ * A start is decided by the bytes up to the one after it, except inside a whitespace run, decided by the byte
+ * after the run.  So starts are trusted up to 2 bytes before the window's end or its first byte >= 0x80
+ * (which may be a letter, a digit, punctuation, a space or CJK), and not past the start of a whitespace run
+ * that reaches that end.  (One byte before would do as well: outside whitespace runs only rule 3 reads the
+ * next byte, and it can only add a start, so a start missed at the last trusted byte only ends the window one
+ * piece early; two keeps a margin for rules to come.)  tests/test_ascii_block_ds.py checks every rule against tokenizers and the scalar
+ * scanner.
+ */
+#ifndef CTOK_ASCII_BLOCK_DS_H
+#define CTOK_ASCII_BLOCK_DS_H
+#include "_ascii_block.h"
+
+/* Printable ASCII other than space (0x21..0x7e), one bit per byte: punctuation once letters and digits are
+ * taken out.  Computed here, not in ctok_classify64, so that o200k's windows pay nothing for it. */
+static inline uint64_t ctok_graphic64(const unsigned char* w) {
+#if defined(__SSE2__)
+    __m128i g[4];
+    int j;
+    for (j = 0; j < 4; j++) {
+        __m128i x = _mm_loadu_si128((const __m128i*)(w + 16 * j));    /* w[0:64] readable by contract */
+        g[j] = _mm_and_si128(_mm_cmpgt_epi8(x, _mm_set1_epi8(0x20)), _mm_cmplt_epi8(x, _mm_set1_epi8(0x7f)));
+    }
+    return ctok_mask64(g[0], g[1], g[2], g[3]);
+#else
+    uint64_t m = 0;
+    int i;
+    for (i = 0; i < 64; i++)
+        if (w[i] > 0x20 && w[i] < 0x7f) m |= (uint64_t)1 << i;   /* w[0:64] readable by contract */
+    return m;
+#endif
+}
+
+static inline Py_ssize_t ctok_deepseek_block(const unsigned char* w, Py_ssize_t* ends, Py_ssize_t base,
+                                             Py_ssize_t room) {
+    ctok_block_classes c;
+    uint64_t letter, digit, space, punct, control, nonnl, starts, last, final_run, tail, firsts, runs, group, four;
+    int end, lim, a;
+    Py_ssize_t k = 0;
+    ctok_classify64(w, &c);
+    end = c.high ? __builtin_ctzll(c.high) : 64;
+    lim = end - 2;
+    if (lim < 1)
+        return 0;
+    letter = c.letter;
+    digit = c.digit;
+    space = c.space;
+    punct = ctok_graphic64(w) & ~(letter | digit);
+    control = ~(letter | digit | space | punct | c.high);
+    /* 1. run starts (bit 0 is a start by contract) */
+    starts = (letter & ~(letter << 1)) | (digit & ~(digit << 1)) | (space & ~(space << 1))
+           | (punct & ~(punct << 1)) | (control & ~(control << 1)) | 1;
+    /* 2. digit groups of three */
+    group = digit & ~(digit << 1);
+    four = digit & (digit << 1) & (digit << 2) & (digit << 3);
+    while ((group = (group << 3) & four) != 0)
+        starts |= group;
+    /* 3. a control character before a letter */
+    starts |= control & (letter >> 1);
+    /* 4. whitespace runs: `last` = last character of a run of non-newline spaces that ends its \s run */
+    nonnl = space & ~c.newline;
+    last = nonnl & ~(space >> 1);
+    final_run = ctok_fill_down(last, nonnl);
+    starts |= (final_run & (c.newline << 1)) | (last & (nonnl << 1) & ~(digit >> 1));
+    /* 5. the punctuation tail */
+    tail = ctok_fill_up(c.newline & (punct << 1), c.newline);
+    starts = (starts & ~tail) | ((tail << 1) & ~tail);
+    /* 6. ` ?` before punctuation */
+    starts &= ~((c.blank << 1) & punct);
+    /* 7. letter prefixes */
+    firsts = letter & ~(letter << 1);
+    starts &= ~(firsts & ((starts & (punct | nonnl | control)) << 1));
+    /* trust: not past a whitespace run that reaches the end */
+    if ((space >> (end - 1)) & 1) {
+        runs = space & ~(space << 1) & ((((uint64_t)2) << (end - 1)) - 1);
+        a = 63 - __builtin_clzll(runs);         /* runs != 0: the run holding end - 1 starts at or after 0 */
+        if (a < lim)
+            lim = a;
+    }
+    starts &= ~(uint64_t)1 & ((((uint64_t)2) << lim) - 1);   /* lim <= 62 */
+    while (starts && k < room) {
+        ends[k++] = base + __builtin_ctzll(starts);
+        starts &= starts - 1;
+    }
+    return k;
+}
+
+#endif
