@@ -6,7 +6,7 @@
  *
  * Contract: ctok_cl100k_block(w, ends, base, room, most) reads w[0:64] (the caller guarantees 64 readable
  * bytes of the segment, and that w[0] starts a piece), and writes to ends[0:k] base plus the offsets
- * (1..61, increasing) of the next k <= room piece ends, exactly those the scalar scanner gives; it returns
+ * (1..63, increasing) of the next k <= room piece ends, exactly those the scalar scanner gives; it returns
  * k, which is 0 when the window decides no piece.  `most`: digits per piece, 3 (cl100k, Llama 3) or 1 (Qwen).
  *
  * Reference: the patterns in ctok/patterns.py.  The contraction (?i:'s|'t|'re|'ve|'m|'ll|'d) is the first
@@ -32,11 +32,12 @@
  *   7. a word takes the character before it as its prefix when that character starts a piece, is
  *      punctuation (an apostrophe with no contraction too) or a non-newline space: the word's first letter
  *      is then no start (after a contraction its first letter is no start already).
- * A start is decided by the bytes up to it, except inside a whitespace run, decided by the byte after the
- * run.  The limits are those of the o200k windows:
- * starts are trusted up to 3 bytes before the window's end or its first byte >= 0x80 (which may be a
- * letter, a digit or a space, or fold onto a contraction's letter), so a trusted apostrophe's two bytes
- * after it are ASCII; and not past the start of a whitespace run that reaches that end.
+ * A start is decided by the bytes up to it (the piece before it ends there whatever follows: every run is
+ * possessive or ends at its first byte of another class, a contraction's letters are no start either way),
+ * except inside a whitespace run, decided by the byte after the run.  So, unlike the o200k windows (whose
+ * [A-Z] rule and contraction suffixes look ahead), starts are trusted up to the byte before the window's
+ * end or its first byte >= 0x80 (which may be a letter, a digit, a space, or fold onto a contraction's s),
+ * and not past the start of a whitespace run that reaches that end (\s++$ too is decided there).
  * tests/test_ascii_block.py checks every rule against tiktoken, tokenizers and the scalar scanner.
  */
 #ifndef CTOK_ASCII_BLOCK_CL100K_H
@@ -51,7 +52,7 @@ static inline Py_ssize_t ctok_cl100k_block(const unsigned char* w, Py_ssize_t* e
     Py_ssize_t k = 0;
     ctok_classify64(w, &c);
     end = c.high ? __builtin_ctzll(c.high) : 64;
-    lim = end - 3;
+    lim = end - 1;
     if (lim < 1)
         return 0;
     letter = c.letter;
@@ -81,7 +82,8 @@ static inline Py_ssize_t ctok_cl100k_block(const unsigned char* w, Py_ssize_t* e
     starts = (starts & ~tail) | ((tail << 1) & ~tail);
     /* 5. ` ?` before punctuation */
     starts &= ~((c.blank << 1) & other);
-    /* 6. contractions at the apostrophes that start pieces; one at 62 or 63 is past lim anyway */
+    /* 6. contractions at the apostrophes that start pieces; one at 62 or 63 decides no start of the window
+     * (the letter after it is no start by rule 7, the contraction's end is past the window) */
     e_bits = c.apostrophe & starts & (((uint64_t)1 << 62) - 1);
     while (e_bits) {
         int e = __builtin_ctzll(e_bits), m;
@@ -103,7 +105,7 @@ static inline Py_ssize_t ctok_cl100k_block(const unsigned char* w, Py_ssize_t* e
         if (a < lim)
             lim = a;
     }
-    starts &= ~(uint64_t)1 & ((((uint64_t)2) << lim) - 1);   /* lim <= 61 */
+    starts &= ~(uint64_t)1 & ((((uint64_t)2) << lim) - 1);   /* lim <= 63 (2 << 63 is 0: every bit) */
     while (starts && k < room) {
         ends[k++] = base + __builtin_ctzll(starts);
         starts &= starts - 1;

@@ -129,6 +129,24 @@ def test_long_runs_and_bytes_above_ascii(kind):
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=IDS)
+def test_random_class_bytes_around_bytes_above_ascii(kind):
+    # The trust limit at a byte >= 0x80 with random ASCII of every class before it (the cl100k windows trust
+    # the byte right before it): one to three such characters at random places, among them the long s and
+    # the Kelvin sign (which fold onto ASCII letters under (?i)), a combining mark (punctuation in the cl100k
+    # patterns) and non-ASCII spaces.
+    alphabet = "aAsStTmMdDlLrReEvVxZ" + "0123456789" + "  \n\r\t\x0b\x0c" + "''''//" + ".,;(){}-\"#*\x00\x7f"
+    highs = ["é", "٣", "\u00a0", "\u3000", "\u2019", "中", "\U0001F600", "\u0301", "\u017f", "\u212a", "\u0085"]
+    rng = random.Random(200 + kind)
+    texts = []
+    for _ in range(1500):
+        t = [rng.choice(alphabet) for _ in range(rng.randint(64, 200))]
+        for _ in range(rng.randint(1, 3)):
+            t.insert(rng.randint(0, len(t)), rng.choice(highs))
+        texts.append("".join(t))
+    check(kind, texts, "class bytes around non-ASCII")
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
 def test_windows_are_used(kind):
     # The batched path must take windows on ASCII text (else the tests above test nothing new): it is faster
     # per piece than the scalar scanner, counted here without timing, by the number of pieces a batch of 16
