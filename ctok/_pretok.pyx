@@ -906,7 +906,7 @@ cdef Py_ssize_t next_piece_ends(int kind, const unsigned char* s, Py_ssize_t n, 
             if got == 0:
                 break
             k += got                                                     # got <= max_count - k
-            pos = ends[k - 1]
+            pos = ends[k - 1]                                            # k >= got >= 1
         if k > 0 and max_count - k < 8:
             return k
         while k < max_count and pos < n:
