@@ -12,9 +12,10 @@ tests/test_pretok.py checks every code point and the shared corpus against both 
 
 Invalid UTF-8 never reads out of bounds: a bad byte is a one-byte character with no class (like punctuation).
 
-``next_piece_ends`` (the encoder's batches) gives the same ends; for the o200k family, DeepSeek-V3 and GPT-2 it
-reads them off 64-byte windows of ASCII classified at once (_ascii_block.h, _ascii_block_ds.h, _ascii_block_gpt2.h;
-tests/test_ascii_block.py, tests/test_ascii_block_ds.py) where the text allows.
+``next_piece_ends`` (the encoder's batches) gives the same ends; for the o200k and cl100k families, DeepSeek-V3
+and GPT-2 it reads them off 64-byte windows of ASCII classified at once (_ascii_block.h, _ascii_block_cl100k.h,
+_ascii_block_ds.h, _ascii_block_gpt2.h; tests/test_ascii_block.py, tests/test_ascii_block_ds.py) where the text
+allows.
 """
 from libc.stdint cimport uint16_t, uint32_t, uint64_t
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
@@ -141,6 +142,11 @@ cdef extern from "_ascii_block_ds.h" nogil:
 
 cdef extern from "_ascii_block_gpt2.h" nogil:
     Py_ssize_t ctok_gpt2_block(const unsigned char* w, Py_ssize_t* ends, Py_ssize_t base, Py_ssize_t room)
+
+
+cdef extern from "_ascii_block_cl100k.h" nogil:
+    Py_ssize_t ctok_cl100k_block(const unsigned char* w, Py_ssize_t* ends, Py_ssize_t base, Py_ssize_t room,
+                                 int most)
 
 
 cdef extern from "_ascii_runs.h" nogil:
@@ -915,6 +921,16 @@ cdef Py_ssize_t next_piece_ends(int kind, const unsigned char* s, Py_ssize_t n, 
                 e = e2
             pos = e
     elif kind == PRETOK_CL100K or kind == PRETOK_LLAMA3 or kind == PRETOK_QWEN:
+        # Windows of ASCII as for the o200k family above (_ascii_block_cl100k.h), for the same reasons.
+        most = 1 if kind == PRETOK_QWEN else 3
+        while max_count - k >= 8 and pos + 64 <= n and ctok_high32(s + pos) == 0:   # s[pos:pos + 64] in the segment
+            got = ctok_cl100k_block(s + pos, ends + k, pos, max_count - k, most)
+            if got == 0:
+                break
+            k += got                                                     # got <= max_count - k
+            pos = ends[k - 1]                                            # k >= got >= 1
+        if k > 0 and max_count - k < 8:
+            return k
         while k < max_count and pos < n:
             pos = cl100k_piece(s, n, pos, kind)
             ends[k] = pos

@@ -1,10 +1,12 @@
-"""The bit-parallel 64-byte windows of the o200k-family pretokenizers (ctok/_ascii_block.h).
+"""The bit-parallel 64-byte windows of the o200k-family and cl100k-family pretokenizers (ctok/_ascii_block.h,
+ctok/_ascii_block_cl100k.h).
 
 ``next_piece_ends`` (the encoder's path) classifies 64 bytes of ASCII after a piece start and reads every
 piece end it can trust off bit masks; the per-piece scanner (``next_piece_end``, checked exhaustively in
 test_pretok.py) is not used there.  These tests put each rule of the window at every offset of a window and
-around its edges, and compare the pieces with tiktoken (the reference, through ``assert_tiktoken_splits_many``)
-and with the per-piece scanner, at several batch sizes (a window is only used with room for 8 ends).
+around its edges, and compare the pieces with tiktoken (the reference, through ``assert_tiktoken_splits_many``),
+with tokenizers for the HF kinds (Llama 3, Qwen) and with the per-piece scanner, at several batch sizes (a
+window is only used with room for 8 ends).
 """
 from __future__ import annotations
 
@@ -17,12 +19,15 @@ from ctok import patterns as pt
 P = pytest.importorskip("ctok._pretok")
 pytest.importorskip("tiktoken")
 
-from test_pretok import assert_tiktoken_splits_many  # noqa: E402
+from test_pretok import HF_KINDS, assert_tiktoken_splits_many, hf_pretokenizer  # noqa: E402
 
-KINDS = [pt.PRETOK_O200K, pt.PRETOK_KIMI, pt.PRETOK_TEKKEN]
+O200K_KINDS = [pt.PRETOK_O200K, pt.PRETOK_KIMI, pt.PRETOK_TEKKEN]
+CL100K_KINDS = [pt.PRETOK_CL100K, pt.PRETOK_LLAMA3, pt.PRETOK_QWEN]
+KINDS = O200K_KINDS + CL100K_KINDS
 IDS = [pt.KIND_NAMES[k] for k in KINDS]
 
-# Pieces and joints that each rule of the window decides (see the comment at the top of _ascii_block.h).
+# Pieces and joints that each rule of the window decides (see the comments at the top of _ascii_block.h and
+# _ascii_block_cl100k.h).
 SNIPPETS = [
     "word", " word", "Word", " Word", "camelCase", "HTTPServer", "ABC", "aBcD", "x",  # runs, [A-Z] after [a-z]
     "7", "12", "123", "1234", "1234567", " 42", "a1", "1a",                            # digit groups
@@ -32,6 +37,10 @@ SNIPPETS = [
     "}\n", "}\n\n", "}\n  ", ";\n/", ";\n//", ";\n/(x", "/*", "//", "\n/", "x/\n/y", ":\r\n",  # punctuation tails
     " ", "  ", "   ", "\n", "\n\n", "\r\n", "\t", "\t\t", " \n", "\n ", "\n  ", " \n \n ", "  \n\n  ",  # whitespace
     "\x0b", "\x0c", "\t(", " \t", "\x00", "\x1f", "\x7f", "\x1c",
+    # cl100k family: a contraction is a piece of its own wherever a piece starts with an apostrophe
+    "'sa", "'s's", " 's", "  's", "\t's", "\n's", " \n's", ".\n's", "x.'s", "''s", "'1", "1'd", "' ", "'\n", "'LL",
+    "'Re", "'vE", "'M", "'D", "'T", "'l", "'r", "'v", "'rx", "'lx", "'vx", "'ll'x", "'t'", "'re's", "\x00's", "-'s",
+    "\tx", "\x00x", ")\r\n\r\n", ".\n\n  x", "'\r\n", "a'b'c",
 ]
 
 
@@ -44,15 +53,21 @@ def pieces_of(data: bytes, ends):
 
 
 def check(kind, texts, label):
-    """Windows' pieces equal the per-piece scanner's at batch sizes that use windows, and tiktoken's."""
+    """Windows' pieces equal the per-piece scanner's at batch sizes that use windows, and tiktoken's (and
+    tokenizers' for the HF kinds)."""
     all_pieces = []
+    hf = hf_pretokenizer(kind) if kind in HF_KINDS else None
     for t in texts:
         data = t.encode("utf-8")
         ends = P.piece_ends(kind, data)
         for m in (8, 16, 64, 9):
             got = P.piece_ends_batched(kind, data, m)
             assert got == ends, f"{label}: {pt.KIND_NAMES[kind]} batched by {m} on {t!r}"
-        all_pieces.append(pieces_of(data, ends))
+        pieces = pieces_of(data, ends)
+        if hf is not None:
+            ref = [p for p, _ in hf.pre_tokenize_str(t)]
+            assert pieces == ref, f"{label}: {pt.KIND_NAMES[kind]} vs tokenizers on {t!r}"
+        all_pieces.append(pieces)
     assert_tiktoken_splits_many(pt.PATTERNS[kind], texts, f"{label} {pt.KIND_NAMES[kind]}", all_pieces)
 
 
@@ -104,20 +119,42 @@ def test_long_runs_and_bytes_above_ascii(kind):
     texts = []
     for run in ("a" * 70, "A" * 70, "1" * 70, " " * 70, "\n" * 70, "." * 70, " \n" * 35, "/" * 70):
         texts += ["x " + run + " y" * 40, run + "z" * 3 + " w" * 40]
-    for ch in ("é", "٣", "\u00a0", "\u3000", "\u2019", "\u201d", "中", "\U0001F600", "\u0301"):
+    # "'\u017f" and "'l\u017f" put an apostrophe one and two bytes before the first byte >= 0x80, where the
+    # long s (U+017F) folds onto s: the first is a contraction under (?i).
+    for ch in ("é", "٣", "\u00a0", "\u3000", "\u2019", "\u201d", "中", "\U0001F600", "\u0301", "'\u017f", "'l\u017f"):
         for off in range(0, 70, 1):
             texts.append(("it's a test, " * 10)[:off] + ch + (" we're 12 CamelCase\n" * 5))
             texts.append((" " * off) + ch + ("x " * 40))
     check(kind, texts, "runs and non-ASCII")
 
 
-def test_windows_are_used():
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
+def test_random_class_bytes_around_bytes_above_ascii(kind):
+    # The trust limit at a byte >= 0x80 with random ASCII of every class before it (the cl100k windows trust
+    # the byte right before it): one to three such characters at random places, among them the long s and
+    # the Kelvin sign (which fold onto ASCII letters under (?i)), a combining mark (punctuation in the cl100k
+    # patterns) and non-ASCII spaces.
+    alphabet = "aAsStTmMdDlLrReEvVxZ" + "0123456789" + "  \n\r\t\x0b\x0c" + "''''//" + ".,;(){}-\"#*\x00\x7f"
+    highs = ["é", "٣", "\u00a0", "\u3000", "\u2019", "中", "\U0001F600", "\u0301", "\u017f", "\u212a", "\u0085"]
+    rng = random.Random(200 + kind)
+    texts = []
+    for _ in range(1500):
+        t = [rng.choice(alphabet) for _ in range(rng.randint(64, 200))]
+        for _ in range(rng.randint(1, 3)):
+            t.insert(rng.randint(0, len(t)), rng.choice(highs))
+        texts.append("".join(t))
+    check(kind, texts, "class bytes around non-ASCII")
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
+def test_windows_are_used(kind):
     # The batched path must take windows on ASCII text (else the tests above test nothing new): it is faster
     # per piece than the scalar scanner, counted here without timing, by the number of pieces a batch of 16
-    # ends at (a window returns early when fewer than 8 ends of room are left).
-    data = (b"The quick brown fox jumps over the lazy dog; it's 42.\n" * 40)
-    ends = P.piece_ends(pt.PRETOK_O200K, data)
-    batches = P.batch_sizes(pt.PRETOK_O200K, data, 16)
+    # ends at (a window returns early when fewer than 8 ends of room are left; words long enough that a window
+    # holds fewer than 16 pieces of every kind).
+    data = (b"The quickest brown foxes jumped over the laziest dogs; it's 42.\n" * 40)
+    ends = P.piece_ends(kind, data)
+    batches = P.batch_sizes(kind, data, 16)
     assert sum(batches) == len(ends)
     assert any(b < 16 for b in batches[:-1]), "no batch was cut short by a window"
 

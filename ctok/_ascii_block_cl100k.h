@@ -1,0 +1,116 @@
+/* Piece ends of the cl100k family (cl100k, Llama 3, Qwen) in a 64-byte ASCII window, bit-parallel.
+ *
+ * Why: as for the o200k family (_ascii_block.h, whose classification and fills this reuses), the scalar
+ * scanner (cl100k_ascii in _pretok.pyx) branches on each piece's shape, which the predictor cannot know;
+ * here every piece start of the window comes from whole-word bit operations on one bit per byte and class.
+ *
+ * Contract: ctok_cl100k_block(w, ends, base, room, most) reads w[0:64] (the caller guarantees 64 readable
+ * bytes of the segment, and that w[0] starts a piece), and writes to ends[0:k] base plus the offsets
+ * (1..63, increasing) of the next k <= room piece ends, exactly those the scalar scanner gives; it returns
+ * k, which is 0 when the window decides no piece.  `most`: digits per piece, 3 (cl100k, Llama 3) or 1 (Qwen).
+ *
+ * Reference: the patterns in ctok/patterns.py.  The contraction (?i:'s|'t|'re|'ve|'m|'ll|'d) is the first
+ * alternative and a piece of its own, wherever a piece starts with an apostrophe (not only after a letter);
+ * a word is an optional prefix [^\r\n\p{L}\p{N}] then \p{L}+ (no case split); digits go 1..most at a time;
+ * punctuation is ` ?` then a run of [^\s\p{L}\p{N}] (apostrophes included) then [\r\n]*; whitespace is
+ * `\s++$` (cl100k; a run reaching the segment's end, which no trusted start is in), `\s*[\r\n]` (cl100k) or
+ * `\s*[\r\n]+` (Llama 3, Qwen): both end at the run's last newline, since \s* gives back from the run's end;
+ * then `\s+(?!\S)` (all but the last character of a run before a non-space) and `\s` / `\s+` (one character).
+ * Left to right, that makes these piece starts (bit i = byte i of the window; "run" = maximal run of one
+ * class):
+ *   1. the start of each run of letters, digits, whitespace, other ASCII ("punctuation", apostrophes in it);
+ *   2. every most-th digit of a digit run;
+ *   3. in a whitespace run followed by a non-space: the character after its last newline, and its last
+ *      character when at least two non-newlines end the run;
+ *   4. the punctuation tail (a newline right after punctuation, then newlines) belongs to the punctuation:
+ *      no start inside it, a start right after it;
+ *   5. a space before punctuation is ` ?`: the punctuation after it (an apostrophe too) is no start;
+ *   6. an apostrophe that starts a piece by 1-5 and is followed by s, t, m, d, ll, ve or re (any case) is a
+ *      contraction: no start in it, a start right after it when a letter follows.  Rules 1-5 decide every
+ *      apostrophe (an apostrophe after a contraction is a run start: contractions end in a letter), so
+ *      contractions do not depend on each other;
+ *   7. a word takes the character before it as its prefix when that character starts a piece, is
+ *      punctuation (an apostrophe with no contraction too) or a non-newline space: the word's first letter
+ *      is then no start (after a contraction its first letter is no start already).
+ * A start is decided by the bytes up to it (the piece before it ends there whatever follows: every run is
+ * possessive or ends at its first byte of another class, a contraction's letters are no start either way),
+ * except inside a whitespace run, decided by the byte after the run.  So, unlike the o200k windows (whose
+ * [A-Z] rule and contraction suffixes look ahead), starts are trusted up to the byte before the window's
+ * end or its first byte >= 0x80 (which may be a letter, a digit, a space, or fold onto a contraction's s),
+ * and not past the start of a whitespace run that reaches that end (\s++$ too is decided there).
+ * tests/test_ascii_block.py checks every rule against tiktoken, tokenizers and the scalar scanner.
+ */
+#ifndef CTOK_ASCII_BLOCK_CL100K_H
+#define CTOK_ASCII_BLOCK_CL100K_H
+#include "_ascii_block.h"
+
+static inline Py_ssize_t ctok_cl100k_block(const unsigned char* w, Py_ssize_t* ends, Py_ssize_t base,
+                                           Py_ssize_t room, int most) {
+    ctok_block_classes c;
+    uint64_t letter, digit, space, other, nonnl, starts, last, final_run, tail, seeds, firsts, e_bits, runs;
+    int end, lim, a;
+    Py_ssize_t k = 0;
+    ctok_classify64(w, &c);
+    end = c.high ? __builtin_ctzll(c.high) : 64;
+    lim = end - 1;
+    if (lim < 1)
+        return 0;
+    letter = c.letter;
+    digit = c.digit;
+    space = c.space;
+    other = ~(letter | digit | space | c.high);
+    /* 1. run starts (bit 0 is a start by contract) */
+    starts = (letter & ~(letter << 1)) | (digit & ~(digit << 1)) | (space & ~(space << 1))
+           | (other & ~(other << 1)) | 1;
+    /* 2. digit groups */
+    if (most == 1) {
+        starts |= digit;
+    } else {
+        uint64_t group = digit & ~(digit << 1);
+        uint64_t four = digit & (digit << 1) & (digit << 2) & (digit << 3);
+        while ((group = (group << 3) & four) != 0)
+            starts |= group;
+    }
+    /* 3. whitespace runs: `last` = last character of a run of non-newline spaces that ends its \s run */
+    nonnl = space & ~c.newline;
+    last = nonnl & ~(space >> 1);
+    final_run = ctok_fill_down(last, nonnl);
+    starts |= (final_run & (c.newline << 1)) | (last & (nonnl << 1));
+    /* 4. the punctuation tail */
+    seeds = c.newline & (other << 1);
+    tail = ctok_fill_up(seeds, c.newline);
+    starts = (starts & ~tail) | ((tail << 1) & ~tail);
+    /* 5. ` ?` before punctuation */
+    starts &= ~((c.blank << 1) & other);
+    /* 6. contractions at the apostrophes that start pieces; one at 62 or 63 decides no start of the window
+     * (the letter after it is no start by rule 7, the contraction's end is past the window) */
+    e_bits = c.apostrophe & starts & (((uint64_t)1 << 62) - 1);
+    while (e_bits) {
+        int e = __builtin_ctzll(e_bits), m;
+        e_bits &= e_bits - 1;
+        m = ctok_contraction_len(w, e);                 /* e <= 61: w[e + 2] is in the window */
+        if (m) {
+            starts &= ~((((uint64_t)1 << (m - 1)) - 1) << (e + 1));   /* its letters; e + m <= 64 */
+            if (e + m < 64)
+                starts |= letter & ((uint64_t)1 << (e + m));
+        }
+    }
+    /* 7. word prefixes */
+    firsts = letter & ~(letter << 1);
+    starts &= ~(firsts & ((starts & (other | nonnl)) << 1));
+    /* trust: not past a whitespace run that reaches the end */
+    if ((space >> (end - 1)) & 1) {
+        runs = space & ~(space << 1) & ((((uint64_t)2) << (end - 1)) - 1);
+        a = 63 - __builtin_clzll(runs);         /* runs != 0: the run holding end - 1 starts at or after 0 */
+        if (a < lim)
+            lim = a;
+    }
+    starts &= ~(uint64_t)1 & ((((uint64_t)2) << lim) - 1);   /* lim <= 63 (2 << 63 is 0: every bit) */
+    while (starts && k < room) {
+        ends[k++] = base + __builtin_ctzll(starts);
+        starts &= starts - 1;
+    }
+    return k;
+}
+
+#endif
