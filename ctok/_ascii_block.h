@@ -188,13 +188,8 @@ static inline int ctok_window_worth(const unsigned char* w, uint32_t high) {
     return high == 0;
 }
 
-/* noinline: GCC kept this out of next_piece_ends by itself until the cl100k windows (ctok_cl100k_block,
- * inlined there) came; then it inlined this one too, and the scalar scanners around took a layout that made
- * the cl100k family 5-8% slower on Russian text, where no window is taken.  Out of line, as before, o200k's
- * code is as it was and cl100k's windows stay inlined. */
-static __attribute__((noinline, unused)) Py_ssize_t ctok_o200k_block(const unsigned char* w, Py_ssize_t* ends,
-                                                                      Py_ssize_t base, Py_ssize_t room, int slash,
-                                                                      int contractions, int most) {
+static inline Py_ssize_t ctok_o200k_block(const unsigned char* w, Py_ssize_t* ends, Py_ssize_t base,
+                                          Py_ssize_t room, int slash, int contractions, int most) {
     ctok_block_classes c;
     uint64_t letter, digit, space, other, nonnl, starts, last, final_run, tail, seeds, firsts, e_bits, runs;
     uint64_t unknown, cont, prefix;
