@@ -132,6 +132,79 @@ static inline uint64_t ctok_fill_down(uint64_t seed, uint64_t m) {
     return x;
 }
 
+/* Steps every split pattern's window shares (the o200k functions below, _ascii_block_cl100k.h, _ascii_block_ds.h,
+ * _ascii_block_gpt2.h). */
+
+/* The bits of m that start one of its runs; bit 0 always does when set (a window starts at a piece start). */
+static inline uint64_t ctok_run_starts(uint64_t m) {
+    return m & ~(m << 1);
+}
+
+/* \p{N}{1,3} (most = 3) or \p{N} (most = 1): the digits that start a piece inside a digit run, the run's first
+ * digit being a run start already. */
+static inline uint64_t ctok_digit_groups(uint64_t digit, int most) {
+    uint64_t group, four, out = 0;
+    if (most == 1)
+        return digit;
+    group = digit & ~(digit << 1);
+    four = digit & (digit << 1) & (digit << 2) & (digit << 3);
+    while ((group = (group << 3) & four) != 0)
+        out |= group;
+    return out;
+}
+
+/* Whether a rule's fill (about 17 instructions) is skipped in windows that do not need it, a constant at each
+ * call: a branch on data, which pays where most windows of the text need no fill (prose) and costs where about
+ * half do (code).  Measured per pattern (perf notes, session 9): the o200k family skips both fills, the cl100k
+ * family and DeepSeek-V3 neither. */
+enum { CTOK_FILL_ALWAYS = 0, CTOK_FILL_WHEN_NEEDED = 1 };
+
+/* The whitespace rules `\s*[\r\n]+` (or `\s*[\r\n]`) then `\s+(?!\S)`, in a run of \s followed by a non-space:
+ * the character after the run's last newline starts a piece (in *after_newline), and so does the run's last
+ * character when at least two non-newlines end the run (returned). */
+static inline uint64_t ctok_space_run_starts(uint64_t space, uint64_t newline, uint64_t* after_newline, int fill) {
+    uint64_t nonnl = space & ~newline;
+    uint64_t last = nonnl & ~(space >> 1);          /* last of a run of non-newlines that ends its \s run */
+    if (fill == CTOK_FILL_WHEN_NEEDED && (nonnl & (newline << 1)) == 0)
+        *after_newline = 0;                          /* no newline is followed by a space */
+    else
+        *after_newline = ctok_fill_down(last, nonnl) & (newline << 1);
+    return last & (nonnl << 1);
+}
+
+/* A punctuation tail (`[\r\n]*`, with `/` when `tail_chars` has it): the newlines right after punctuation and
+ * the tail characters after them belong to the punctuation's piece; a piece starts right after the tail. */
+static inline uint64_t ctok_after_tail(uint64_t starts, uint64_t punct, uint64_t newline, uint64_t tail_chars,
+                                       int fill) {
+    uint64_t seeds = newline & (punct << 1), tail;
+    if (fill == CTOK_FILL_WHEN_NEEDED && seeds == 0)
+        return starts;
+    tail = ctok_fill_up(seeds, tail_chars);
+    return (starts & ~tail) | ((tail << 1) & ~tail);
+}
+
+/* The window's trusted ends, written to ends[0:k] as base + offset, k <= room: the starts in 1..lim, lim cut back
+ * (when cut_space_run, a constant at each call) to the start of a whitespace run that reaches `end` (the window's
+ * end or first byte >= 0x80: such a run's split depends on the bytes after it). */
+static inline Py_ssize_t ctok_trusted_ends(uint64_t starts, uint64_t space, int end, int lim, int cut_space_run,
+                                           Py_ssize_t* ends, Py_ssize_t base, Py_ssize_t room) {
+    Py_ssize_t k = 0;
+    uint64_t runs;
+    int a;
+    if (cut_space_run && ((space >> (end - 1)) & 1)) {   /* 1 <= end <= 64: callers return before when lim < 1 */
+        runs = space & ~(space << 1) & ((((uint64_t)2) << (end - 1)) - 1);
+        a = 63 - __builtin_clzll(runs);             /* runs != 0: the run holding end - 1 starts at or after 0 */
+        if (a < lim)
+            lim = a;
+    }
+    starts &= ~(uint64_t)1 & ((((uint64_t)2) << lim) - 1);   /* 0 <= lim <= 63 (2 << 63 is 0: all bits) */
+    while (starts && k < room) {
+        ends[k++] = base + __builtin_ctzll(starts);
+        starts &= starts - 1;
+    }
+    return k;
+}
+
 static inline int ctok_contraction_len(const unsigned char* w, int e) {
     /* Length of (?i:'s|'t|'re|'ve|'m|'ll|'d) at w[e] == '\'', or 0; e + 2 < 64 by the caller.  `| 0x20`
      * folds only letters onto these lower-case letters (other bytes land elsewhere). */
@@ -191,10 +264,8 @@ static inline int ctok_window_worth(const unsigned char* w, uint32_t high) {
 static inline Py_ssize_t ctok_o200k_block(const unsigned char* w, Py_ssize_t* ends, Py_ssize_t base,
                                           Py_ssize_t room, int slash, int contractions, int most) {
     ctok_block_classes c;
-    uint64_t letter, digit, space, other, nonnl, starts, last, final_run, tail, seeds, firsts, e_bits, runs;
-    uint64_t unknown, cont, prefix;
-    int end, lim, a;
-    Py_ssize_t k = 0;
+    uint64_t letter, digit, space, other, starts, after_newline, firsts, e_bits, unknown, cont, prefix;
+    int end, lim;
     ctok_classify64(w, &c);
     /* Punctuation of three bytes (above) is punctuation here; `cont` marks its second and third bytes. */
     unknown = c.high;
@@ -215,33 +286,16 @@ static inline Py_ssize_t ctok_o200k_block(const unsigned char* w, Py_ssize_t* en
     space = c.space;
     other = ~(letter | digit | space | unknown);
     /* 1. run starts (bit 0 is a start by contract) */
-    starts = (letter & ~(letter << 1)) | (digit & ~(digit << 1)) | (space & ~(space << 1))
-           | (other & ~(other << 1)) | 1;
+    starts = ctok_run_starts(letter) | ctok_run_starts(digit) | ctok_run_starts(space) | ctok_run_starts(other) | 1;
     /* 2. [A-Z] after [a-z] */
     starts |= c.upper & ((letter & ~c.upper) << 1);
     /* 3. digit groups */
-    if (most == 1) {
-        starts |= digit;
-    } else {
-        uint64_t group = digit & ~(digit << 1);
-        uint64_t four = digit & (digit << 1) & (digit << 2) & (digit << 3);
-        while ((group = (group << 3) & four) != 0)
-            starts |= group;
-    }
-    /* 4. whitespace runs: `last` = last character of a run of non-newline spaces that ends its \s run */
-    nonnl = space & ~c.newline;
-    last = nonnl & ~(space >> 1);
-    starts |= last & (nonnl << 1);
-    if (nonnl & (c.newline << 1)) {          /* (the fills cost about 17 instructions: prose mostly has none) */
-        final_run = ctok_fill_down(last, nonnl);
-        starts |= final_run & (c.newline << 1);
-    }
+    starts |= ctok_digit_groups(digit, most);
+    /* 4. whitespace runs */
+    starts |= ctok_space_run_starts(space, c.newline, &after_newline, CTOK_FILL_WHEN_NEEDED) | after_newline;
     /* 5. the punctuation tail */
-    seeds = c.newline & (other << 1);
-    if (seeds) {
-        tail = ctok_fill_up(seeds, slash ? (c.newline | c.slash) : c.newline);
-        starts = (starts & ~tail) | ((tail << 1) & ~tail);
-    }
+    starts = ctok_after_tail(starts, other, c.newline, slash ? (c.newline | c.slash) : c.newline,
+                             CTOK_FILL_WHEN_NEEDED);
     /* 6. ` ?` before punctuation */
     starts &= ~((c.blank << 1) & other);
     /* 7. contractions, left to right; an apostrophe at 62 or 63 is past lim anyway */
@@ -264,22 +318,10 @@ static inline Py_ssize_t ctok_o200k_block(const unsigned char* w, Py_ssize_t* en
     }
     /* 8. word prefixes: the character before the word is one byte, or three (its last two in `cont`: a
      * start is never there, being inside a punctuation run, so `prefix << 1` alone stops at them) */
-    firsts = letter & ~(letter << 1);
-    prefix = starts & (other | nonnl);
+    firsts = ctok_run_starts(letter);
+    prefix = starts & (other | (space & ~c.newline));
     starts &= ~(firsts & ((prefix << 1) | ((prefix << 3) & (cont << 1) & (cont << 2))));
-    /* trust: not past a whitespace run that reaches the end */
-    if ((space >> (end - 1)) & 1) {
-        runs = space & ~(space << 1) & ((((uint64_t)2) << (end - 1)) - 1);
-        a = 63 - __builtin_clzll(runs);         /* runs != 0: the run holding end - 1 starts at or after 0 */
-        if (a < lim)
-            lim = a;
-    }
-    starts &= ~(uint64_t)1 & ((((uint64_t)2) << lim) - 1);   /* lim <= 61 */
-    while (starts && k < room) {
-        ends[k++] = base + __builtin_ctzll(starts);
-        starts &= starts - 1;
-    }
-    return k;
+    return ctok_trusted_ends(starts, space, end, lim, 1, ends, base, room);
 }
 
 #endif

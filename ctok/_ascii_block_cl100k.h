@@ -47,9 +47,8 @@
 static inline Py_ssize_t ctok_cl100k_block(const unsigned char* w, Py_ssize_t* ends, Py_ssize_t base,
                                            Py_ssize_t room, int most) {
     ctok_block_classes c;
-    uint64_t letter, digit, space, other, nonnl, starts, last, final_run, tail, seeds, firsts, e_bits, runs;
-    int end, lim, a;
-    Py_ssize_t k = 0;
+    uint64_t letter, digit, space, other, starts, after_newline, firsts, e_bits;
+    int end, lim;
     ctok_classify64(w, &c);
     end = c.high ? __builtin_ctzll(c.high) : 64;
     lim = end - 1;
@@ -60,26 +59,13 @@ static inline Py_ssize_t ctok_cl100k_block(const unsigned char* w, Py_ssize_t* e
     space = c.space;
     other = ~(letter | digit | space | c.high);
     /* 1. run starts (bit 0 is a start by contract) */
-    starts = (letter & ~(letter << 1)) | (digit & ~(digit << 1)) | (space & ~(space << 1))
-           | (other & ~(other << 1)) | 1;
+    starts = ctok_run_starts(letter) | ctok_run_starts(digit) | ctok_run_starts(space) | ctok_run_starts(other) | 1;
     /* 2. digit groups */
-    if (most == 1) {
-        starts |= digit;
-    } else {
-        uint64_t group = digit & ~(digit << 1);
-        uint64_t four = digit & (digit << 1) & (digit << 2) & (digit << 3);
-        while ((group = (group << 3) & four) != 0)
-            starts |= group;
-    }
-    /* 3. whitespace runs: `last` = last character of a run of non-newline spaces that ends its \s run */
-    nonnl = space & ~c.newline;
-    last = nonnl & ~(space >> 1);
-    final_run = ctok_fill_down(last, nonnl);
-    starts |= (final_run & (c.newline << 1)) | (last & (nonnl << 1));
+    starts |= ctok_digit_groups(digit, most);
+    /* 3. whitespace runs */
+    starts |= ctok_space_run_starts(space, c.newline, &after_newline, CTOK_FILL_ALWAYS) | after_newline;
     /* 4. the punctuation tail */
-    seeds = c.newline & (other << 1);
-    tail = ctok_fill_up(seeds, c.newline);
-    starts = (starts & ~tail) | ((tail << 1) & ~tail);
+    starts = ctok_after_tail(starts, other, c.newline, c.newline, CTOK_FILL_ALWAYS);
     /* 5. ` ?` before punctuation */
     starts &= ~((c.blank << 1) & other);
     /* 6. contractions at the apostrophes that start pieces; one at 62 or 63 decides no start of the window
@@ -96,21 +82,9 @@ static inline Py_ssize_t ctok_cl100k_block(const unsigned char* w, Py_ssize_t* e
         }
     }
     /* 7. word prefixes */
-    firsts = letter & ~(letter << 1);
-    starts &= ~(firsts & ((starts & (other | nonnl)) << 1));
-    /* trust: not past a whitespace run that reaches the end */
-    if ((space >> (end - 1)) & 1) {
-        runs = space & ~(space << 1) & ((((uint64_t)2) << (end - 1)) - 1);
-        a = 63 - __builtin_clzll(runs);         /* runs != 0: the run holding end - 1 starts at or after 0 */
-        if (a < lim)
-            lim = a;
-    }
-    starts &= ~(uint64_t)1 & ((((uint64_t)2) << lim) - 1);   /* lim <= 63 (2 << 63 is 0: every bit) */
-    while (starts && k < room) {
-        ends[k++] = base + __builtin_ctzll(starts);
-        starts &= starts - 1;
-    }
-    return k;
+    firsts = ctok_run_starts(letter);
+    starts &= ~(firsts & ((starts & (other | (space & ~c.newline))) << 1));
+    return ctok_trusted_ends(starts, space, end, lim, 1, ends, base, room);
 }
 
 #endif

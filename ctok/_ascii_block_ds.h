@@ -68,9 +68,8 @@ static inline uint64_t ctok_graphic64(const unsigned char* w) {
 static inline Py_ssize_t ctok_deepseek_block(const unsigned char* w, Py_ssize_t* ends, Py_ssize_t base,
                                              Py_ssize_t room) {
     ctok_block_classes c;
-    uint64_t letter, digit, space, punct, control, nonnl, starts, last, final_run, tail, firsts, runs, group, four;
-    int end, lim, a;
-    Py_ssize_t k = 0;
+    uint64_t letter, digit, space, punct, control, starts, after_newline, firsts;
+    int end, lim;
     ctok_classify64(w, &c);
     end = c.high ? __builtin_ctzll(c.high) : 64;
     lim = end - 2;
@@ -82,41 +81,23 @@ static inline Py_ssize_t ctok_deepseek_block(const unsigned char* w, Py_ssize_t*
     punct = ctok_graphic64(w) & ~(letter | digit);
     control = ~(letter | digit | space | punct | c.high);
     /* 1. run starts (bit 0 is a start by contract) */
-    starts = (letter & ~(letter << 1)) | (digit & ~(digit << 1)) | (space & ~(space << 1))
-           | (punct & ~(punct << 1)) | (control & ~(control << 1)) | 1;
+    starts = ctok_run_starts(letter) | ctok_run_starts(digit) | ctok_run_starts(space) | ctok_run_starts(punct)
+           | ctok_run_starts(control) | 1;
     /* 2. digit groups of three */
-    group = digit & ~(digit << 1);
-    four = digit & (digit << 1) & (digit << 2) & (digit << 3);
-    while ((group = (group << 3) & four) != 0)
-        starts |= group;
+    starts |= ctok_digit_groups(digit, 3);
     /* 3. a control character before a letter */
     starts |= control & (letter >> 1);
-    /* 4. whitespace runs: `last` = last character of a run of non-newline spaces that ends its \s run */
-    nonnl = space & ~c.newline;
-    last = nonnl & ~(space >> 1);
-    final_run = ctok_fill_down(last, nonnl);
-    starts |= (final_run & (c.newline << 1)) | (last & (nonnl << 1) & ~(digit >> 1));
+    /* 4. whitespace runs; before a digit (the segment's end) `\s+(?!\S)` takes the whole run */
+    starts |= (ctok_space_run_starts(space, c.newline, &after_newline, CTOK_FILL_ALWAYS) & ~(digit >> 1))
+              | after_newline;
     /* 5. the punctuation tail */
-    tail = ctok_fill_up(c.newline & (punct << 1), c.newline);
-    starts = (starts & ~tail) | ((tail << 1) & ~tail);
+    starts = ctok_after_tail(starts, punct, c.newline, c.newline, CTOK_FILL_ALWAYS);
     /* 6. ` ?` before punctuation */
     starts &= ~((c.blank << 1) & punct);
     /* 7. letter prefixes */
-    firsts = letter & ~(letter << 1);
-    starts &= ~(firsts & ((starts & (punct | nonnl | control)) << 1));
-    /* trust: not past a whitespace run that reaches the end */
-    if ((space >> (end - 1)) & 1) {
-        runs = space & ~(space << 1) & ((((uint64_t)2) << (end - 1)) - 1);
-        a = 63 - __builtin_clzll(runs);         /* runs != 0: the run holding end - 1 starts at or after 0 */
-        if (a < lim)
-            lim = a;
-    }
-    starts &= ~(uint64_t)1 & ((((uint64_t)2) << lim) - 1);   /* lim <= 62 */
-    while (starts && k < room) {
-        ends[k++] = base + __builtin_ctzll(starts);
-        starts &= starts - 1;
-    }
-    return k;
+    firsts = ctok_run_starts(letter);
+    starts &= ~(firsts & ((starts & (punct | (space & ~c.newline) | control)) << 1));
+    return ctok_trusted_ends(starts, space, end, lim, 1, ends, base, room);
 }
 
 #endif

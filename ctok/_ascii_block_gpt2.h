@@ -44,7 +44,6 @@ static inline Py_ssize_t ctok_gpt2_block(const unsigned char* w, Py_ssize_t* end
     ctok_block_classes c;
     uint64_t letter, digit, space, other, starts, e_bits;
     int end, lim;
-    Py_ssize_t k = 0;
     ctok_classify64(w, &c);
     end = c.high ? __builtin_ctzll(c.high) : 64;
     lim = end - 2;
@@ -55,8 +54,7 @@ static inline Py_ssize_t ctok_gpt2_block(const unsigned char* w, Py_ssize_t* end
     space = c.space;
     other = ~(letter | digit | space | c.high);
     /* 1. run starts (bit 0 is a start by contract) */
-    starts = (letter & ~(letter << 1)) | (digit & ~(digit << 1)) | (space & ~(space << 1))
-           | (other & ~(other << 1)) | 1;
+    starts = ctok_run_starts(letter) | ctok_run_starts(digit) | ctok_run_starts(space) | ctok_run_starts(other) | 1;
     /* 2. the last character of a whitespace run of two or more */
     starts |= space & ~(space >> 1) & (space << 1);
     /* 3. ` ?` */
@@ -74,12 +72,8 @@ static inline Py_ssize_t ctok_gpt2_block(const unsigned char* w, Py_ssize_t* end
                 starts |= (uint64_t)1 << (e + m);
         }
     }
-    starts &= ~(uint64_t)1 & ((((uint64_t)2) << lim) - 1);   /* lim <= 62 */
-    while (starts && k < room) {
-        ends[k++] = base + __builtin_ctzll(starts);
-        starts &= starts - 1;
-    }
-    return k;
+    /* no cut at a whitespace run reaching the end: GPT-2 needs none (see above) */
+    return ctok_trusted_ends(starts, space, end, lim, 0, ends, base, room);
 }
 
 #endif
