@@ -888,6 +888,28 @@ cdef Py_ssize_t next_piece_end(int kind, const unsigned char* s, Py_ssize_t n, P
     return n
 
 
+cdef inline Py_ssize_t window_ends(int kind, const unsigned char* w, Py_ssize_t* ends, Py_ssize_t base,
+                                   Py_ssize_t room) noexcept nogil:
+    # One 64-byte window's trusted piece ends for kind (w[0:64] in the segment, w[0] a piece start), written to
+    # ends[0:k] as base + offset, k <= room; 0 when the window is not worth classifying (bytes >= 0x80 in its
+    # first 32, but for the o200k family's punctuation of three bytes) or decides no piece.
+    cdef uint32_t high = ctok_high32(w)
+    if kind == PRETOK_O200K or kind == PRETOK_KIMI or kind == PRETOK_TEKKEN:
+        if not ctok_window_worth(w, high):
+            return 0
+        return ctok_o200k_block(w, ends, base, room, kind != PRETOK_KIMI, kind != PRETOK_TEKKEN,
+                                1 if kind == PRETOK_TEKKEN else 3)
+    if high != 0:
+        return 0
+    if kind == PRETOK_CL100K or kind == PRETOK_LLAMA3 or kind == PRETOK_QWEN:
+        return ctok_cl100k_block(w, ends, base, room, 1 if kind == PRETOK_QWEN else 3)
+    if kind == PRETOK_GPT2:
+        return ctok_gpt2_block(w, ends, base, room)
+    if kind == PRETOK_DEEPSEEK:
+        return ctok_deepseek_block(w, ends, base, room)
+    return 0
+
+
 cdef Py_ssize_t next_piece_ends(int kind, const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t* ends,
                                 Py_ssize_t max_count) noexcept nogil:
     # Up to max_count successive piece ends from pos, with the kind dispatch outside the loop: callers in
@@ -896,19 +918,19 @@ cdef Py_ssize_t next_piece_ends(int kind, const unsigned char* s, Py_ssize_t n, 
     cdef Py_ssize_t e, e2, got
     cdef bint slash = kind != PRETOK_KIMI, contractions = kind != PRETOK_TEKKEN
     cdef int most = 1 if kind == PRETOK_TEKKEN else 3
+    # Windows of ASCII while they decide pieces (_ascii_block*.h).  A window decides about 13 pieces of English
+    # or code, so with less room than 8 the caller asking again costs less than the scalar scanner's pieces.
+    while max_count - k >= 8 and pos + 64 <= n:                          # s[pos:pos + 64] is in the segment
+        got = window_ends(kind, s + pos, ends + k, pos, max_count - k)
+        if got == 0:
+            break
+        k += got                                                         # 1 <= got <= max_count - k
+        pos = ends[k - 1]
+    if k > 0 and max_count - k < 8:
+        return k
+    # The rest of the call scalar: bytes >= 0x80 within a window's first 32 bytes, or a run no window decides.
+    # One test per call, not per piece: text with such bytes all along gets few windows.
     if kind == PRETOK_O200K or kind == PRETOK_KIMI or kind == PRETOK_TEKKEN:
-        # Windows of ASCII while they decide pieces.  A window decides about 13 pieces of English or code,
-        # so with less room than 8 the caller asking again costs less than the scalar scanner's pieces.
-        while max_count - k >= 8 and pos + 64 <= n and ctok_window_worth(s + pos, ctok_high32(s + pos)):   # s[pos:pos + 64] in the segment
-            got = ctok_o200k_block(s + pos, ends + k, pos, max_count - k, slash, contractions, most)
-            if got == 0:
-                break
-            k += got                                                     # got <= max_count - k
-            pos = ends[k - 1]
-        if k > 0 and max_count - k < 8:
-            return k
-        # The rest of the call scalar: a byte >= 0x80 within the window's first 32 bytes, or a run no window
-        # decides.  One test per call, not per piece: text with such bytes all along gets few windows.
         while k < max_count and pos < n:
             e = o200k_ascii_pair(s, n, pos, slash, contractions, most, True, &e2)
             if e < 0:
@@ -921,44 +943,16 @@ cdef Py_ssize_t next_piece_ends(int kind, const unsigned char* s, Py_ssize_t n, 
                 e = e2
             pos = e
     elif kind == PRETOK_CL100K or kind == PRETOK_LLAMA3 or kind == PRETOK_QWEN:
-        # Windows of ASCII as for the o200k family above (_ascii_block_cl100k.h), for the same reasons.
-        most = 1 if kind == PRETOK_QWEN else 3
-        while max_count - k >= 8 and pos + 64 <= n and ctok_high32(s + pos) == 0:   # s[pos:pos + 64] in the segment
-            got = ctok_cl100k_block(s + pos, ends + k, pos, max_count - k, most)
-            if got == 0:
-                break
-            k += got                                                     # got <= max_count - k
-            pos = ends[k - 1]                                            # k >= got >= 1
-        if k > 0 and max_count - k < 8:
-            return k
         while k < max_count and pos < n:
             pos = cl100k_piece(s, n, pos, kind)
             ends[k] = pos
             k += 1
     elif kind == PRETOK_GPT2:
-        # Windows of ASCII as for o200k above (_ascii_block_gpt2.h), then the scalar scanner for the rest.
-        while max_count - k >= 8 and pos + 64 <= n and ctok_high32(s + pos) == 0:   # s[pos:pos + 64] in the segment
-            got = ctok_gpt2_block(s + pos, ends + k, pos, max_count - k)
-            if got == 0:
-                break
-            k += got                                                     # got <= max_count - k
-            pos = ends[k - 1]
-        if k > 0 and max_count - k < 8:
-            return k
         while k < max_count and pos < n:
             pos = gpt2_piece(s, n, pos)
             ends[k] = pos
             k += 1
     elif kind == PRETOK_DEEPSEEK:
-        # Windows of ASCII as for o200k above (_ascii_block_ds.h), then the scalar scanner for the rest.
-        while max_count - k >= 8 and pos + 64 <= n and ctok_high32(s + pos) == 0:   # s[pos:pos + 64] in the segment
-            got = ctok_deepseek_block(s + pos, ends + k, pos, max_count - k)
-            if got == 0:
-                break
-            k += got                                                     # got <= max_count - k
-            pos = ends[k - 1]
-        if k > 0 and max_count - k < 8:
-            return k
         while k < max_count and pos < n:
             pos = deepseek_piece(s, n, pos)
             ends[k] = pos
