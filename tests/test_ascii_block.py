@@ -71,12 +71,12 @@ def check(kind, texts, label):
     assert_tiktoken_splits_many(pt.PATTERNS[kind], texts, f"{label} {pt.KIND_NAMES[kind]}", all_pieces)
 
 
-def soup(rng, n):
+def soup(rng, n, snippets=SNIPPETS):
     """Snippets, often glued together, sometimes with a space; long enough for several windows."""
     out = []
     size = 0
     while size < n:
-        s = rng.choice(SNIPPETS)
+        s = rng.choice(snippets)
         if rng.random() < 0.3:
             s += " "
         out.append(s)

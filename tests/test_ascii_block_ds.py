@@ -19,7 +19,7 @@ from ctok import patterns as pt
 P = pytest.importorskip("ctok._pretok")
 pytest.importorskip("tokenizers")
 
-from test_ascii_block import pieces_of  # noqa: E402
+from test_ascii_block import pieces_of, soup  # noqa: E402
 from test_pretok import assert_tiktoken_splits_many, hf_pretokenizer  # noqa: E402
 
 KINDS = [pt.PRETOK_DEEPSEEK, pt.PRETOK_GPT2]
@@ -63,23 +63,10 @@ def check(kind, texts, label):
         assert_tiktoken_splits_many(pt.PATTERNS[kind], texts, f"{label} {pt.KIND_NAMES[kind]}", all_pieces)
 
 
-def soup(rng, n):
-    """Snippets, often glued together, sometimes with a space; long enough for several windows."""
-    out = []
-    size = 0
-    while size < n:
-        s = rng.choice(SNIPPETS)
-        if rng.random() < 0.3:
-            s += " "
-        out.append(s)
-        size += len(s)
-    return "".join(out)
-
-
 @pytest.mark.parametrize("kind", KINDS, ids=IDS)
 def test_random_snippets(kind):
     rng = random.Random(7 + kind)
-    check(kind, [soup(rng, rng.randint(64, 400)) for _ in range(2000)], "snippets")
+    check(kind, [soup(rng, rng.randint(64, 400), SNIPPETS) for _ in range(2000)], "snippets")
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=IDS)
