@@ -45,6 +45,20 @@
 #include <emmintrin.h>
 #endif
 
+/* Lowest (highest) set bit of x != 0.  Other compilers than GCC and Clang (MSVC has no __SSE2__ either, so the
+ * plain classification below serves it) take a loop: correct, not fast. */
+#if defined(__GNUC__) || defined(__clang__)
+#define CTOK_LOW_BIT64(x) __builtin_ctzll(x)
+#define CTOK_HIGH_BIT64(x) (63 - __builtin_clzll(x))
+#define CTOK_LOW_BIT32(x) __builtin_ctz(x)
+#else
+static inline int ctok_low_bit64(uint64_t x) { int i = 0; while (!(x & 1)) { x >>= 1; i++; } return i; }
+static inline int ctok_high_bit64(uint64_t x) { int i = 0; while (x >>= 1) i++; return i; }
+#define CTOK_LOW_BIT64(x) ctok_low_bit64(x)
+#define CTOK_HIGH_BIT64(x) ctok_high_bit64(x)
+#define CTOK_LOW_BIT32(x) ctok_low_bit64((uint64_t)(x))
+#endif
+
 typedef struct {
     uint64_t letter, upper, digit, space, newline, blank, apostrophe, slash, high;
 } ctok_block_classes;
@@ -193,13 +207,13 @@ static inline Py_ssize_t ctok_trusted_ends(uint64_t starts, uint64_t space, int 
     int a;
     if (cut_space_run && ((space >> (end - 1)) & 1)) {   /* 1 <= end <= 64: callers return before when lim < 1 */
         runs = space & ~(space << 1) & ((((uint64_t)2) << (end - 1)) - 1);
-        a = 63 - __builtin_clzll(runs);             /* runs != 0: the run holding end - 1 starts at or after 0 */
+        a = CTOK_HIGH_BIT64(runs);             /* runs != 0: the run holding end - 1 starts at or after 0 */
         if (a < lim)
             lim = a;
     }
     starts &= ~(uint64_t)1 & ((((uint64_t)2) << lim) - 1);   /* 0 <= lim <= 63 (2 << 63 is 0: all bits) */
     while (starts && k < room) {
-        ends[k++] = base + __builtin_ctzll(starts);
+        ends[k++] = base + CTOK_LOW_BIT64(starts);
         starts &= starts - 1;
     }
     return k;
@@ -253,7 +267,7 @@ static inline uint32_t ctok_high32(const unsigned char* w) {
 static inline int ctok_window_worth(const unsigned char* w, uint32_t high) {
     int i, round;
     for (round = 0; round < 2 && high != 0; round++) {
-        i = __builtin_ctz(high);
+        i = CTOK_LOW_BIT32(high);
         if (i > 29 || !ctok_punct3(w + i))                            /* i + 2 < 32: inside w[0:32] */
             return 0;
         high &= ~((uint32_t)7 << i);
@@ -271,13 +285,13 @@ static inline Py_ssize_t ctok_o200k_block(const unsigned char* w, Py_ssize_t* en
     unknown = c.high;
     cont = 0;
     while (unknown != 0) {
-        int i = __builtin_ctzll(unknown);
+        int i = CTOK_LOW_BIT64(unknown);
         if (i > 61 || !ctok_punct3(w + i))                            /* i + 2 < 64: inside w[0:64] */
             break;
         cont |= (uint64_t)6 << i;
         unknown &= ~((uint64_t)7 << i);
     }
-    end = unknown ? __builtin_ctzll(unknown) : 64;
+    end = unknown ? CTOK_LOW_BIT64(unknown) : 64;
     lim = end - 3;
     if (lim < 1)
         return 0;
@@ -303,7 +317,7 @@ static inline Py_ssize_t ctok_o200k_block(const unsigned char* w, Py_ssize_t* en
         int covered = 0;
         e_bits = c.apostrophe & (letter << 1) & (((uint64_t)1 << 62) - 1);
         while (e_bits) {
-            int e = __builtin_ctzll(e_bits), m;
+            int e = CTOK_LOW_BIT64(e_bits), m;
             e_bits &= e_bits - 1;
             if (e <= covered)                  /* the letter before it is the end of a contraction */
                 continue;

@@ -50,7 +50,7 @@ static inline Py_ssize_t ctok_cl100k_block(const unsigned char* w, Py_ssize_t* e
     uint64_t letter, digit, space, other, starts, after_newline, firsts, e_bits;
     int end, lim;
     ctok_classify64(w, &c);
-    end = c.high ? __builtin_ctzll(c.high) : 64;
+    end = c.high ? CTOK_LOW_BIT64(c.high) : 64;
     lim = end - 1;
     if (lim < 1)
         return 0;
@@ -72,7 +72,7 @@ static inline Py_ssize_t ctok_cl100k_block(const unsigned char* w, Py_ssize_t* e
      * (the letter after it is no start by rule 7, the contraction's end is past the window) */
     e_bits = c.apostrophe & starts & (((uint64_t)1 << 62) - 1);
     while (e_bits) {
-        int e = __builtin_ctzll(e_bits), m;
+        int e = CTOK_LOW_BIT64(e_bits), m;
         e_bits &= e_bits - 1;
         m = ctok_contraction_len(w, e);                 /* e <= 61: w[e + 2] is in the window */
         if (m) {

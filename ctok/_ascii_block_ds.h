@@ -71,7 +71,7 @@ static inline Py_ssize_t ctok_deepseek_block(const unsigned char* w, Py_ssize_t*
     uint64_t letter, digit, space, punct, control, starts, after_newline, firsts;
     int end, lim;
     ctok_classify64(w, &c);
-    end = c.high ? __builtin_ctzll(c.high) : 64;
+    end = c.high ? CTOK_LOW_BIT64(c.high) : 64;
     lim = end - 2;
     if (lim < 1)
         return 0;

@@ -45,7 +45,7 @@ static inline Py_ssize_t ctok_gpt2_block(const unsigned char* w, Py_ssize_t* end
     uint64_t letter, digit, space, other, starts, e_bits;
     int end, lim;
     ctok_classify64(w, &c);
-    end = c.high ? __builtin_ctzll(c.high) : 64;
+    end = c.high ? CTOK_LOW_BIT64(c.high) : 64;
     lim = end - 2;
     if (lim < 1)
         return 0;
@@ -63,7 +63,7 @@ static inline Py_ssize_t ctok_gpt2_block(const unsigned char* w, Py_ssize_t* end
     e_bits = c.apostrophe & starts & (((uint64_t)1 << 62) - 1);
     while (e_bits) {
         /* its letters are no apostrophe, so every apostrophe of e_bits still starts a piece after it */
-        int e = __builtin_ctzll(e_bits), m;
+        int e = CTOK_LOW_BIT64(e_bits), m;
         e_bits &= e_bits - 1;
         m = ctok_gpt2_contraction_len(w, e);
         if (m) {
