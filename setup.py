@@ -4,9 +4,8 @@ Compiler directives are set once here.  CTOK_DEBUG=1 turns bounds checks, wrapar
 assertions back on (and builds with -O0 -g), so the whole test suite can run against a checked build.
 """
 import os
-import sys
-
 import subprocess
+import sys
 
 import numpy
 from Cython.Build import cythonize

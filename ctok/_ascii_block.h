@@ -1,4 +1,5 @@
-/* Piece ends of the o200k family (o200k, Kimi K2, Tekken) in a 64-byte ASCII window, bit-parallel.
+/* Piece ends of the o200k family (o200k, Kimi K2, Tekken) in a 64-byte ASCII window, bit-parallel; and the
+ * classification and steps the other patterns' windows share (_ascii_block_cl100k.h, _ds.h, _gpt2.h).
  *
  * Why: the scalar scanner (scan_o200k_like, o200k_ascii_pair in _pretok.pyx) decides each piece's shape
  * with branches the predictor cannot know (word, " word", digits, punctuation, indentation...), about 30
@@ -6,9 +7,9 @@
  * one bit per byte and class, every piece start of the window is derived with whole-word bit operations,
  * and the ends are read off with count-trailing-zeros: no branch depends on a piece's shape.
  *
- * Contract: ctok_o200k_block(w, ends, room, slash, contractions, most) reads w[0:64] (the caller
+ * Contract: ctok_o200k_block(w, ends, base, room, slash, contractions, most) reads w[0:64] (the caller
  * guarantees 64 readable bytes of the segment, and that w[0] starts a piece), and writes to ends[0:k]
- * the offsets (1..61, increasing) of the next k <= room piece ends, exactly those the scalar scanner
+ * base plus the offsets (1..61, increasing) of the next k <= room piece ends, exactly those the scalar scanner
  * gives; it returns k, which is 0 when the window decides no piece (a byte >= 0x80 early, a long run).
  * `slash`: the punctuation tail is [\r\n/]* (o200k, Tekken), else [\r\n]* (Kimi).  `contractions`:
  * words take (?i:'s|'t|'re|'ve|'m|'ll|'d) (o200k, Kimi).  `most`: digits per piece, 3 or 1 (Tekken).
@@ -160,8 +161,8 @@ static inline uint64_t ctok_digit_groups(uint64_t digit, int most) {
     uint64_t group, four, out = 0;
     if (most == 1)
         return digit;
-    group = digit & ~(digit << 1);
-    four = digit & (digit << 1) & (digit << 2) & (digit << 3);
+    group = ctok_run_starts(digit);
+    four = digit & (digit << 1) & (digit << 2) & (digit << 3);     /* a digit and the three before it */
     while ((group = (group << 3) & four) != 0)
         out |= group;
     return out;

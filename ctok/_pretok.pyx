@@ -997,9 +997,9 @@ def piece_ends(int kind, bytes data):
     return out
 
 
-def piece_ends_batched(int kind, bytes data, Py_ssize_t max_count=16):
-    """piece_ends through next_piece_ends, max_count at a time as the encoder asks for them (tests: the pair paths
-    must give the same ends, and never more than max_count)."""
+def piece_end_batches(int kind, bytes data, Py_ssize_t max_count=16):
+    """The ends next_piece_ends gives, max_count at a time as the encoder asks for them, one list per call (tests:
+    the windows and pair paths must give piece_ends' ends, never more than max_count a call)."""
     _check_kind(kind)
     if max_count < 1 or max_count > 64:
         raise ValueError("max_count must be 1..64")
@@ -1013,28 +1013,20 @@ def piece_ends_batched(int kind, bytes data, Py_ssize_t max_count=16):
         k = next_piece_ends(kind, s, n, pos, ends, max_count)
         if k < 1 or k > max_count or ends[max_count] != -7:
             raise AssertionError(f"next_piece_ends gave {k} ends for max_count {max_count}")
-        for i in range(k):
-            out.append(ends[i])                                # i < k <= max_count
+        out.append([ends[i] for i in range(k)])                # i < k <= max_count
         pos = ends[k - 1]                                      # 1 <= k
     return out
 
 
+def piece_ends_batched(int kind, bytes data, Py_ssize_t max_count=16):
+    """piece_end_batches' ends in one list (the same as piece_ends when next_piece_ends is right)."""
+    return [e for batch in piece_end_batches(kind, data, max_count) for e in batch]
+
+
 def batch_sizes(int kind, bytes data, Py_ssize_t max_count=16):
-    """How many ends each next_piece_ends call gave, max_count at a time (tests: windows of ASCII end a batch
-    early, the scalar scanner never does before the text's end)."""
-    _check_kind(kind)
-    if max_count < 1 or max_count > 64:
-        raise ValueError("max_count must be 1..64")
-    cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(data)
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
-    cdef Py_ssize_t pos = 0, k
-    cdef Py_ssize_t ends[64]
-    out = []
-    while pos < n:
-        k = next_piece_ends(kind, s, n, pos, ends, max_count)     # 1 <= k <= max_count <= 64
-        out.append(k)
-        pos = ends[k - 1]
-    return out
+    """How many ends each next_piece_ends call gave (tests: windows of ASCII end a batch early, the scalar
+    scanner never does before the text's end)."""
+    return [len(batch) for batch in piece_end_batches(kind, data, max_count)]
 
 
 def count_pieces(int kind, bytes data):

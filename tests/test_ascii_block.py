@@ -146,17 +146,20 @@ def test_random_class_bytes_around_bytes_above_ascii(kind):
     check(kind, texts, "class bytes around non-ASCII")
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=IDS)
-def test_windows_are_used(kind):
-    # The batched path must take windows on ASCII text (else the tests above test nothing new): it is faster
-    # per piece than the scalar scanner, counted here without timing, by the number of pieces a batch of 16
-    # ends at (a window returns early when fewer than 8 ends of room are left; words long enough that a window
-    # holds fewer than 16 pieces of every kind).
-    data = (b"The quickest brown foxes jumped over the laziest dogs; it's 42.\n" * 40)
+def assert_windows_used(kind, data):
+    """The batched path takes windows on this ASCII text (else the window tests test nothing new), counted
+    without timing by the number of pieces a batch of 16 ends at: a window returns early when fewer than 8 ends
+    of room are left, the scalar scanner never does before the text's end."""
     ends = P.piece_ends(kind, data)
     batches = P.batch_sizes(kind, data, 16)
     assert sum(batches) == len(ends)
     assert any(b < 16 for b in batches[:-1]), "no batch was cut short by a window"
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
+def test_windows_are_used(kind):
+    # Words long enough that a window holds fewer than 16 pieces of every kind.
+    assert_windows_used(kind, b"The quickest brown foxes jumped over the laziest dogs; it's 42.\n" * 40)
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=IDS)

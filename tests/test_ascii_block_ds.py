@@ -19,7 +19,7 @@ from ctok import patterns as pt
 P = pytest.importorskip("ctok._pretok")
 pytest.importorskip("tokenizers")
 
-from test_ascii_block import pieces_of, soup  # noqa: E402
+from test_ascii_block import assert_windows_used, pieces_of, soup  # noqa: E402
 from test_pretok import assert_tiktoken_splits_many, hf_pretokenizer  # noqa: E402
 
 KINDS = [pt.PRETOK_DEEPSEEK, pt.PRETOK_GPT2]
@@ -116,11 +116,4 @@ def test_long_runs_and_bytes_above_ascii(kind):
 
 @pytest.mark.parametrize("kind", KINDS, ids=IDS)
 def test_windows_are_used(kind):
-    # The batched path must take windows on ASCII text (else the tests above test nothing new): counted without
-    # timing, by the number of pieces a batch of 16 ends at (a window returns early when fewer than 8 ends of
-    # room are left).
-    data = (b"Pretokenization considers whitespace carefully; extraordinary 42.\n" * 40)
-    ends = P.piece_ends(kind, data)
-    batches = P.batch_sizes(kind, data, 16)
-    assert sum(batches) == len(ends)
-    assert any(b < 16 for b in batches[:-1]), "no batch was cut short by a window"
+    assert_windows_used(kind, b"Pretokenization considers whitespace carefully; extraordinary 42.\n" * 40)
