@@ -7,6 +7,8 @@
   long CJK runs, whose merges re-rank both neighbours in one climb.
 - A SentencePiece file with byte fallback (Mistral 7B) on the same inputs: char-level symbols and <0xXX>
   tokens go through the same merges.
+- merge_linear (2..48 symbols) scans its keys four at a time over cleared places past the last pair: every
+  length, runs of equal pairs (ties go to the leftmost), and pieces whose last pair merges first.
 """
 import random
 
@@ -60,3 +62,28 @@ def test_long_pieces_with_byte_fallback_equal_tokenizers():
         assert enc.encode_ordinary(p) == ref.encode(p, add_special_tokens=False).ids, (p[:20], len(p))
     text = " ".join(pieces)
     assert enc.encode_ordinary(text) == ref.encode(text, add_special_tokens=False).ids
+
+
+def _short_pieces(rnd):
+    # Lowercase letter runs are one o200k piece each; none of these is a token, so every one is merged.
+    out = []
+    for n in range(2, 49):
+        out.append("".join(rnd.choice("etaoinshrdlucmfwypvbgkqjxz") for _ in range(n)))
+        out.append("".join(rnd.choice("qxzjkv") for _ in range(n)))       # pairs that rarely merge
+        out.append(("ab" * n)[:n])                                       # equal pairs: leftmost first
+        out.append("a" * n)
+        out.append("zq" * (n // 2) + "ing")                              # the last pair merges early
+    return out
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_short_pieces_every_length_equal_tiktoken(cache, monkeypatch):
+    if not cache:
+        monkeypatch.setenv("CTOK_PIECE_CACHE_BYTES", "0")
+    enc = ctok.load(str(vocab_path("o200k_base", "o200k_base.tiktoken")))
+    ref = reference_encoding("o200k_base").enc
+    pieces = _short_pieces(random.Random(SEED + 2))
+    for p in pieces:
+        assert enc.encode_ordinary(p) == ref.encode_ordinary(p), (p, len(p))
+    text = "\n1".join(pieces)
+    assert enc.encode_ordinary(text) == ref.encode_ordinary(text)
