@@ -604,8 +604,9 @@ cdef Py_ssize_t merge_linear(const Tables* vocab, BpeScratch* sc, Py_ssize_t m,
         for i in range(m - 1):
             keys[i] = memo_key(vocab, sc, ids[i], ids[i + 1])
     # The scan below reads keys four at a time, up to keys[m + 1]: the places past the last pair hold
-    # KEY_NONE, which is never lower (m + 3 <= LINEAR_MAX + 3 < 256 <= sc.cap).  Each merge keeps that so:
-    # the shifts move KEY_NONE down and the place the last pair leaves is cleared.
+    # KEY_NONE, which is never lower.  Callers keep sc.cap >= m + 3 (merge_only: m <= LINEAR_MAX, and sc.cap
+    # >= 256).  Each merge keeps that so: the shifts move KEY_NONE down and the place the last pair leaves
+    # is cleared.
     for i in range(m - 1, m + 3):
         keys[i] = KEY_NONE
     while m > 1:
@@ -1064,7 +1065,8 @@ def _merge_for_test(Vocab py_vocab, bytes piece, bint tree, bint char_level=Fals
     try:
         if whole_piece_first and tables_lookup(vocab, <const uint8_t*><char*>piece, len(piece)) != NO_ID:
             return [tables_lookup(vocab, <const uint8_t*><char*>piece, len(piece))]
-        if scratch_reserve(&sc, len(piece) + 1) != BPE_OK or memo_ready(&sc, vocab) != BPE_OK:
+        # + 4: merge_linear reads and clears three keys past the last pair (here m may pass LINEAR_MAX)
+        if scratch_reserve(&sc, len(piece) + 4) != BPE_OK or memo_ready(&sc, vocab) != BPE_OK:
             raise MemoryError()
         m = symbolize(vocab, &opt, <const uint8_t*><char*>piece, len(piece), sc.ids, &bytewise)
         sp = <const uint8_t*><char*>piece if bytewise else NULL
