@@ -25,7 +25,9 @@ cdef struct PieceCache:
     # together stay within max_bytes.  Readers and writers take `table` once per lookup (atomic acquire):
     # a table that has been replaced is still valid memory, so a lookup racing a growth is only a miss.
     CacheTable* table           # NULL when the cache is off
-    uint64_t puts               # stores into the current table (atomic): when it grows
+    uint64_t puts               # stores into the current table (atomic)
+    uint64_t hits               # a sample of the hits since the last window of stores (atomic): one in HIT_SAMPLE
+    uint64_t reused_puts        # stores made in windows that brought enough hits (atomic): when it grows
     uint64_t held               # bytes of all tables
     uint64_t max_bytes
     int growing                 # 1 while one thread builds the next table (atomic flag)

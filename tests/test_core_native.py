@@ -120,6 +120,23 @@ def test_piece_cache_grows_within_its_budget_while_threads_encode(o200k):
     assert [core.encode_ordinary(t) for t in texts] == want
 
 
+def test_piece_cache_does_not_grow_for_pieces_that_never_come_back(o200k):
+    # Stores of pieces seen once bring no hits: the table stays at its first size however many are stored
+    # (here three times its 16,384 entries), and results stay exact.  The same words encoded again and again
+    # are hits, and then it grows.
+    core = CoreEncoder(pretok_kind=o200k._core.pretok_kind, vocab=o200k._core.vocab, piece_cache_bytes=14 << 20)
+    plain = CoreEncoder(pretok_kind=o200k._core.pretok_kind, vocab=o200k._core.vocab, piece_cache_bytes=0)
+    rnd = random.Random(SEED + 2)
+    texts = [_distinct_words(rnd, 6_000).encode("ascii") for _ in range(8)]
+    for t in texts:
+        assert core.encode_ordinary(t) == plain.encode_ordinary(t)
+    assert core.piece_cache_bytes == 2 << 20
+    for _ in range(4):
+        for t in texts[:3]:
+            assert core.encode_ordinary(t) == plain.encode_ordinary(t)
+    assert core.piece_cache_bytes > 2 << 20
+
+
 def test_piece_cache_never_grows_past_a_small_budget(o200k):
     core = CoreEncoder(pretok_kind=o200k._core.pretok_kind, vocab=o200k._core.vocab, piece_cache_bytes=64 * 128)
     rnd = random.Random(SEED + 1)
