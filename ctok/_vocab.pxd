@@ -250,6 +250,13 @@ cdef inline bint tables_pair(const Tables* t, uint32_t left, uint32_t right,
     # Narrow [lo, lo + n) to the one item that is the first with .right >= right, if any is.  The step
     # is a masked add, not a branch (which half holds it is data), and it runs down to one item rather
     # than scanning the last few: the scan's exit mispredicted about once per lookup.
+    # Withdrawn for this search (branch pairhash, against cad3c58, o200k, first pass): one open-addressing
+    # table over all pairs (16-byte slots, half full, 8 MB) cut merge_linear's instructions by 30% but cost
+    # an LL miss per lookup (Japanese 5.8K -> 57.9K) and ran at 0.89x (0.945x on huge pages); a small
+    # hash table per left token (these lists' grouping, half full, +7 MB, +12 ms at load) cut English and
+    # code by 2-3% in instructions and mispredicts but not Japanese (mispredicts +4%, or instructions and
+    # LL misses +1-2% when the home cell and the next are read without a branch), at 1.00-1.03x, within
+    # the noise.  The misses that remain are a group's first line, which every layout pays.
     while n > 1:
         half = n >> 1
         lo += half & (<uint32_t>0 - <uint32_t>(t.pair_list[lo + half - 1].right < right))   # lo + half - 1 < end
