@@ -28,8 +28,10 @@
 #include <Python.h>
 #include "_unicode_tables.h"
 
-#define CTOK_CJK3_BYTES 16384
-#if defined(__GNUC__) || defined(__clang__)
+#define CTOK_CJK3_BYTES 16384               /* 2 bits for each code point below U+10000 */
+
+/* CTOK_CJK3_PORTABLE (tests) builds the plain-C paths that other compilers and big-endian machines take. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(CTOK_CJK3_PORTABLE)
 #define ctok_cjk3_ctz(x) __builtin_ctz(x)
 #else
 static inline int ctok_cjk3_ctz(uint32_t x) {      /* x != 0 */
@@ -40,7 +42,7 @@ static inline int ctok_cjk3_ctz(uint32_t x) {      /* x != 0 */
     }
     return k;
 }
-#endif               /* 2 bits for each code point below U+10000 */
+#endif
 
 /* Whether byte c leads a 3-byte character, for the scanners' loops: hinted as rare, so that the compiler lays
  * the CJK branch out of the way of the other pieces (CJK text takes it once for many pieces). */
@@ -65,7 +67,8 @@ static inline uint32_t ctok_cjk3_class(const uint8_t* tab, uint32_t w) {
     return ctok_cjk3_lookup(tab, w) | ((uint32_t)((w & 0xC0C0F0u) != 0x8080E0u) << 2);
 }
 
-#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ \
+    && !defined(CTOK_CJK3_PORTABLE)
 #define CTOK_CJK3_LE 1
 #endif
 
