@@ -10,9 +10,9 @@
  * character twice.
  *
  * Classes (per mode, filled at import from ctok_cp_flags, see _pretok.pyx): LET (the run class of the letter
- * alternative: \p{L} for cl100k, Llama 3 and Qwen; both UP and LO, not a mark, for o200k and Tekken; the same
- * without Han for Kimi), HAN (Kimi's [\p{Han}]+), PUNCT ([^\s\p{L}\p{N}], which the prefix and the punctuation
- * alternative take; marks left out for o200k/Kimi, where they are UP and LO too) and OTHER (anything else:
+ * alternative: \p{L} for cl100k, Llama 3 and Qwen; both UP and LO (Lo, Lm, marks) for o200k and Tekken; the
+ * same without Han for Kimi), HAN (Kimi's [\p{Han}]+ letters), PUNCT ([^\s\p{L}\p{N}], which the prefix and the
+ * punctuation alternative take; marks left out for o200k/Kimi, where they are LET) and OTHER (anything else:
  * the piece is left to the general scanner).  No code point below U+0800 (overlong forms) or in U+D800..U+DFFF
  * (surrogates) has a class but OTHER, so a character given a class is one ctok_char decodes as 3 bytes.
  *
@@ -179,8 +179,15 @@ static inline Py_ssize_t ctok_cjk3_let_end(const unsigned char* s, Py_ssize_t n,
 static inline Py_ssize_t ctok_cjk3_punct_end(const unsigned char* s, Py_ssize_t n, Py_ssize_t j, uint32_t stop,
                                              int mode) {
     uint16_t f;
-    if (stop == CJK3_LET || stop == CJK3_HAN)
+    if (stop == CJK3_HAN)
         return j;                                   /* \p{L}: ends the run, and is no \r, \n or / */
+    if (stop == CJK3_LET) {
+        /* The same, but a mark (LET for o200k and Kimi, where it is UP and LO) is [^\s\p{L}\p{N}] and goes on
+         * the run: the general scanner's.  Only after a run of two or more PUNCT: worth a flags lookup. */
+        uint32_t cp = (((uint32_t)s[j] & 0x0Fu) << 12) | (((uint32_t)s[j + 1] & 0x3Fu) << 6)
+                    | ((uint32_t)s[j + 2] & 0x3Fu);     /* s[j:j+3]: stop is a class, so a 3-byte character */
+        return (mode != CJK3_CL100K && (ctok_cp_flags(cp) & CT_M)) ? -1 : j;
+    }
     if (stop != CJK3_NONE)
         return -1;                                  /* OTHER: a mark, a digit, a space... may go on */
     if (j >= n)
@@ -215,8 +222,8 @@ static void ctok_cjk3_fill(uint8_t* tab, int mode) {
             /* Han letters only: a Han radical (So) or numeral (Nl) both goes on a Han run and would be taken
              * by the punctuation alternative, so its pieces are the general scanner's (OTHER). */
             c = (f & CT_L) ? CJK3_HAN : CJK3_OTHER;
-        } else if ((f & (CT_UP | CT_LO | CT_L | CT_M)) == (CT_UP | CT_LO | CT_L)) {
-            c = CJK3_LET;
+        } else if ((f & (CT_UP | CT_LO)) == (CT_UP | CT_LO)) {
+            c = CJK3_LET;                           /* Lo, Lm and marks (Tibetan, Devanagari vowel signs...) */
         } else if (!(f & (CT_L | CT_WS | CT_N | CT_UP | CT_LO | CT_M))) {
             c = CJK3_PUNCT;
         }
@@ -230,7 +237,9 @@ static Py_ssize_t ctok_cjk3_pieces(const unsigned char* s, Py_ssize_t n, Py_ssiz
     uint32_t c = ctok_cjk3_at(s, n, pos, tab), stop, c1;
     while (k < room) {
         if (c == CJK3_LET) {
-            /* No prefix (the character is \p{L}): the LET run, ended as ctok_cjk3_let_end says. */
+            /* The LET run, ended as ctok_cjk3_let_end says.  A letter takes no prefix; a mark (o200k, Kimi)
+             * may be [^\r\n\p{L}\p{N}]? before the run after it, which ends where the run from the mark does,
+             * or, when no UP or LO follows, is LO+ alone: the same end either way. */
             j = ctok_cjk3_run(s, n, pos + 3, tab, CJK3_LET, &stop);
             e = ctok_cjk3_let_end(s, n, j, stop, mode);
         } else if (c == CJK3_HAN) {

@@ -926,20 +926,6 @@ cdef inline Py_ssize_t window_ends(int kind, const unsigned char* w, Py_ssize_t*
     return 0
 
 
-cdef Py_ssize_t cjk3_or_scan(int kind, const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t* ends,
-                             Py_ssize_t room) noexcept nogil:
-    """At a 3-byte lead (pos < n, room >= 1): the CJK pieces _cjk3.h decides, or else the general scanner's one
-    piece; returns how many ends it wrote (1..room)."""
-    cdef Py_ssize_t got = ctok_cjk3_kind_pieces(kind, s, n, pos, ends, room)
-    if got > 0:
-        return got
-    if kind == PRETOK_CL100K or kind == PRETOK_LLAMA3 or kind == PRETOK_QWEN:
-        ends[0] = scan_cl100k_like(s, n, pos, kind)       # room >= 1
-    else:
-        ends[0] = scan_o200k_like(s, n, pos, kind)        # room >= 1
-    return 1
-
-
 cdef Py_ssize_t next_piece_ends(int kind, const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t* ends,
                                 Py_ssize_t max_count) noexcept nogil:
     # Up to max_count successive piece ends from pos, with the kind dispatch outside the loop: callers in
@@ -960,42 +946,34 @@ cdef Py_ssize_t next_piece_ends(int kind, const unsigned char* s, Py_ssize_t n, 
         return k
     # The rest of the call scalar: bytes >= 0x80 within a window's first 32 bytes, or a run no window decides.
     # One test per call, not per piece: text with such bytes all along gets few windows.
+    # CJK pieces at once (_cjk3.h) when the scalar part starts with a 3-byte character: tested once per call,
+    # not in the loops below, which keep their shape (with the test in them, at each piece or after the ASCII
+    # shapes, o200k over Russian and Arabic, which never take it, ran 4-9% slower).  A batch of CJK text that
+    # the CJK path stops in (a newline, ASCII) finishes with the general scanner.
+    if k < max_count and pos < n and CTOK_CJK3_LEAD(s[pos]):      # pos < n checked first
+        got = ctok_cjk3_kind_pieces(kind, s, n, pos, ends + k, max_count - k)   # k < max_count
+        if got > 0:
+            k += got                                  # got <= max_count - k
+            pos = ends[k - 1]
+            if k >= max_count or pos >= n:
+                return k
     if kind == PRETOK_O200K or kind == PRETOK_KIMI or kind == PRETOK_TEKKEN:
-        while True:
-            while k < max_count and pos < n:
-                e = o200k_ascii_pair(s, n, pos, slash, contractions, most, True, &e2)
-                if e < 0:
-                    if CTOK_CJK3_LEAD(s[pos]):   # pos < n: a 3-byte lead, CJK pieces below
-                        break
-                    e = scan_o200k_like(s, n, pos, kind)
-                ends[k] = e                           # k < max_count: the caller's array holds max_count
+        while k < max_count and pos < n:
+            e = o200k_ascii_pair(s, n, pos, slash, contractions, most, True, &e2)
+            if e < 0:
+                e = scan_o200k_like(s, n, pos, kind)
+            ends[k] = e                           # k < max_count: the caller's array holds max_count
+            k += 1
+            if e2 >= 0 and k < max_count:         # e2 >= 0 only with e >= 0 (then e2 > e)
+                ends[k] = e2                      # k < max_count checked
                 k += 1
-                if e2 >= 0 and k < max_count:         # e2 >= 0 only with e >= 0 (then e2 > e)
-                    ends[k] = e2                      # k < max_count checked
-                    k += 1
-                    e = e2
-                pos = e
-            if k >= max_count or pos >= n:
-                break
-            # CJK pieces at once (_cjk3.h), outside the loop above so that it keeps its shape.  Still, o200k and
-            # cl100k over Russian and Arabic, which never come here, run 3% more instructions in this function
-            # than without the test (callgrind; the call inside the loop, or after the ASCII shapes, did the same).
-            got = cjk3_or_scan(kind, s, n, pos, ends + k, max_count - k)   # k < max_count
-            k += got                                  # 1 <= got <= max_count - k
-            pos = ends[k - 1]
+                e = e2
+            pos = e
     elif kind == PRETOK_CL100K or kind == PRETOK_LLAMA3 or kind == PRETOK_QWEN:
-        while True:
-            while k < max_count and pos < n:
-                if CTOK_CJK3_LEAD(s[pos]):       # pos < n: as above
-                    break
-                pos = cl100k_piece(s, n, pos, kind)
-                ends[k] = pos
-                k += 1
-            if k >= max_count or pos >= n:
-                break
-            got = cjk3_or_scan(kind, s, n, pos, ends + k, max_count - k)   # k < max_count
-            k += got                                  # 1 <= got <= max_count - k
-            pos = ends[k - 1]
+        while k < max_count and pos < n:
+            pos = cl100k_piece(s, n, pos, kind)
+            ends[k] = pos
+            k += 1
     elif kind == PRETOK_GPT2:
         while k < max_count and pos < n:
             pos = gpt2_piece(s, n, pos)
