@@ -84,3 +84,17 @@ cdef int bpe_encode_piece(const Tables* vocab, const BpeOptions* opt, const uint
 # The same without the whole-piece lookup, for callers that already made it.
 cdef int bpe_merge_piece(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
                          IdVec* out, BpeScratch* scratch) noexcept nogil
+
+
+cdef inline Py_ssize_t utf8_len(uint8_t lead) noexcept nogil:
+    # Length of the UTF-8 sequence a lead byte announces; 1 for continuation/invalid bytes so that
+    # malformed input advances byte by byte (the caller clips to the piece end).
+    if lead < 0x80:
+        return 1
+    if lead >= 0xF0 and lead < 0xF8:
+        return 4
+    if lead >= 0xE0:
+        return 3 if lead < 0xF0 else 1
+    if lead >= 0xC0:
+        return 2
+    return 1

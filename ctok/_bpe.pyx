@@ -161,20 +161,6 @@ cdef int scratch_reserve(BpeScratch* s, Py_ssize_t n) noexcept nogil:
     return BPE_OK
 
 
-cdef inline Py_ssize_t utf8_len(uint8_t lead) noexcept nogil:
-    # Length of the UTF-8 sequence a lead byte announces; 1 for continuation/invalid bytes so that
-    # malformed input advances byte by byte (the caller clips to the piece end).
-    if lead < 0x80:
-        return 1
-    if lead >= 0xF0 and lead < 0xF8:
-        return 4
-    if lead >= 0xE0:
-        return 3 if lead < 0xF0 else 1
-    if lead >= 0xC0:
-        return 2
-    return 1
-
-
 cdef inline uint32_t bmp_code_point(const uint8_t* s, Py_ssize_t ulen) noexcept nogil:
     # The code point that s[0:ulen] encodes when it is a valid 1-3 byte UTF-8 sequence (not overlong, not a
     # surrogate), else 0x110000.  Only then are the bytes the UTF-8 of one BMP character.

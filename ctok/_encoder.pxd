@@ -60,6 +60,10 @@ cdef struct EncoderState:
     # emitted without merging (merge lists without ignore_merges).  NULL: none known.  Byte-level: the
     # vocabulary's table; char-level: CoreEncoder.own_self_merges.
     const uint8_t* self_merges
+    # cut_bits: Vocab.token_bigrams() (8,192 bytes), where a piece that is no token is cut into parts encoded
+    # one by one: between two units (bytes, or characters when char-level) whose two bytes no token holds
+    # side by side, no merge can cross.  NULL: pieces are merged whole (see CoreEncoder._cuts_exact).
+    const uint8_t* cut_bits
 
 # Split s[0:n] with the state's pretokenizer and append every piece's BPE ids to `out`.
 cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, IdVec* out,
@@ -92,6 +96,7 @@ cdef class CoreEncoder:
     # re-entry (a finalizer run by the garbage collector while the result list is built).
     cdef uint8_t* own_self_merges   # char-level encoders' self_merges table (freed with the encoder)
     cdef bytes _char_token          # char-level encoders' BpeOptions.char_token (65,536 uint32)
+    cdef bytes _cut_bits            # EncoderState.cut_bits' owner, or None
     cdef IdVec short_out
     cdef BpeScratch short_scratch
     cdef bint short_busy
@@ -114,6 +119,7 @@ cdef class CoreEncoder:
     cdef void give_scratch(self, BpeScratch* sc, BpeScratch* own) noexcept
     cdef _check_kind(self)
     cdef _build_char_self_merges(self)
+    cdef bint _cuts_exact(self) except -1
     cdef int encode_into(self, const uint8_t* s, Py_ssize_t n, IdVec* out, BpeScratch* sc) noexcept nogil
     cdef list _encode_str(self, text, const AddedSplit* added)
     cdef list _encode_utf8(self, const uint8_t* s, Py_ssize_t n, const AddedSplit* added)

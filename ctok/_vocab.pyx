@@ -700,6 +700,27 @@ cdef class Vocab:
             return (rank, new_id)
         return None
 
+    def token_bigrams(self):
+        """8,192 bytes: bit (a << 8) | b set when the bytes of some token, ordinary or special, hold byte a
+        followed by byte b.  A merge makes a token of two neighbouring symbols, so the token holds the byte
+        on each side of their boundary: where that pair's bit is clear no merge can join across it."""
+        cdef bytes out = PyBytes_FromStringAndSize(NULL, 8192)
+        cdef uint8_t* bits = <uint8_t*>PyBytes_AS_STRING(out)
+        cdef Py_ssize_t i, j, ln
+        cdef const uint8_t* b
+        cdef uint32_t k
+        memset(bits, 0, 8192)
+        with nogil:
+            for i in range(self.t.n_ids):
+                if self.t.kind[i] == 0:
+                    continue
+                b = self.t.blob + self.t.offsets[i]
+                ln = <Py_ssize_t>(self.t.offsets[i + 1] - self.t.offsets[i])
+                for j in range(1, ln):
+                    k = (<uint32_t>b[j - 1] << 8) | b[j]
+                    bits[k >> 3] |= <uint8_t>(1 << (k & 7))          # k < 65,536: 8,192 bytes
+        return out
+
     def ordinary_count(self):
         """The number of ordinary (encodable) token ids."""
         cdef Py_ssize_t i, count = 0
