@@ -303,6 +303,26 @@ cdef int encode_merged(const EncoderState* st, const uint8_t* p, Py_ssize_t n, u
     return rc
 
 
+cdef inline bint has_ascii(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    # Some byte of p[0:n] (n >= 1) is below 0x80.  Overlapping fixed-size loads, all inside p[0:n].
+    cdef uint64_t a, b, acc
+    cdef uint32_t a4, b4
+    cdef Py_ssize_t j = 0
+    if n >= 8:
+        memcpy(&a, p + n - 8, 8)
+        acc = ~a
+        while j < n - 8:
+            memcpy(&b, p + j, 8)                                      # j + 8 < n
+            acc |= ~b
+            j += 8
+        return (acc & 0x8080808080808080ULL) != 0
+    if n >= 4:
+        memcpy(&a4, p, 4)
+        memcpy(&b4, p + n - 4, 4)
+        return ((~a4 | ~b4) & 0x80808080u) != 0
+    return ((~(<uint32_t>p[0]) | ~(<uint32_t>p[n >> 1]) | ~(<uint32_t>p[n - 1])) & 0x80u) != 0   # n <= 3: all three
+
+
 cdef Py_ssize_t next_cut(const EncoderState* st, const uint8_t* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
     # The first unit boundary after i (itself one, 0 <= i < n) at which p[0:n] can be cut, or n: no token
     # holds the byte before it followed by the byte after it, so no merge joins across it (cut_bits).
@@ -314,22 +334,9 @@ cdef Py_ssize_t next_cut(const EncoderState* st, const uint8_t* p, Py_ssize_t i,
     # two, and each part's end was a mispredicted branch (Mistral, Chinese: +52%) for little to merge less.
     cdef const uint8_t* bits = st.cut_bits
     cdef uint32_t k
-    cdef uint64_t w, high = 0
-    cdef Py_ssize_t j = i
     # Most pieces have no cut; those of other scripts (Arabic, Cyrillic, CJK), no ASCII byte either: ruled
-    # out 8 bytes a step before walking their characters (at the piece's start only: encode_parts' later
-    # calls each go on from the last cut, and must not read the rest again).
-    if i > 0:
-        j = n
-        high = 0x8080808080808080ULL
-    while j + 8 <= n:
-        memcpy(&w, p + j, 8)                                          # j + 8 <= n: inside the piece
-        high |= ~w
-        j += 8
-    while j < n:
-        high |= ~(<uint64_t>p[j]) & 0x80                              # j < n
-        j += 1
-    if not (high & 0x8080808080808080ULL):
+    # out first (at the piece's start only: encode_parts' later calls go on from the last cut).
+    if i == 0 and not has_ascii(p, n):
         return n
     if st.opt.char_level:
         i += utf8_len(p[i])                                           # i < n
