@@ -17,7 +17,7 @@ from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcpy, memcmp, memset
 
 from ctok._vocab cimport (Vocab, Tables, Slot, NO_ID, tables_lookup, tables_lookup_hashed, hash_bytes, load_head,
-                         load_head_padded, load_tail)
+                         load_head_padded, load_tail, bit_at)
 from ctok._piece_cache cimport PieceCache, CacheEntry, cache_get, cache_put, cache_init, cache_free, cache_bytes, CACHE_MAX_PIECE
 from ctok._bpe cimport (IdVec, BpeScratch, BpeOptions, BPE_OK, BPE_NOMEM, idvec_free, idvec_reserve, idvec_push, scratch_init,
                         scratch_free, bpe_encode_piece, bpe_merge_piece, utf8_len)
@@ -328,30 +328,21 @@ cdef Py_ssize_t next_cut(const EncoderState* st, const uint8_t* p, Py_ssize_t i,
     # holds the byte before it followed by the byte after it, so no merge joins across it (cut_bits).
     # Units are what the first symbols are made of.  Char-level: characters as symbolize reads them (the
     # length its lead byte announces), so that each part starts its symbols where the whole piece does.
-    # Byte-level: bytes, but never before a continuation byte, so that the character-wise first symbols
+    # Byte-level: bytes.  Never before a continuation byte, so that character-wise first symbols
     # (symbolize_chars) meet the same characters in the parts as in the whole.
     # Only next to an ASCII byte: between two multi-byte characters (CJK) the cuts came every character or
     # two, and each part's end was a mispredicted branch (Mistral, Chinese: +52%) for little to merge less.
-    cdef const uint8_t* bits = st.cut_bits
-    cdef uint32_t k
+    cdef bint chars = st.opt.char_level
     # Most pieces have no cut; those of other scripts (Arabic, Cyrillic, CJK), no ASCII byte either: ruled
     # out first (at the piece's start only: encode_parts' later calls go on from the last cut).
     if i == 0 and not has_ascii(p, n):
         return n
-    if st.opt.char_level:
-        i += utf8_len(p[i])                                           # i < n
-        while i < n:
-            k = (<uint32_t>p[i - 1] << 8) | p[i]                      # 1 <= i < n
-            if (p[i - 1] & p[i]) < 0x80 and not (bits[k >> 3] >> (k & 7)) & 1:   # k < 65,536: 8,192 bytes
-                return i
-            i += utf8_len(p[i])
-        return n
-    i += 1
+    i += utf8_len(p[i]) if chars else 1                               # i < n
     while i < n:
-        k = (<uint32_t>p[i - 1] << 8) | p[i]                          # 1 <= i < n
-        if (p[i - 1] & p[i]) < 0x80 and (p[i] & 0xC0) != 0x80 and not (bits[k >> 3] >> (k & 7)) & 1:
+        if ((p[i - 1] & p[i]) < 0x80 and (p[i] & 0xC0) != 0x80          # 1 <= i < n
+                and not bit_at(st.cut_bits, (<uint32_t>p[i - 1] << 8) | p[i])):   # < 65,536 bits: 8 KB
             return i
-        i += 1
+        i += utf8_len(p[i]) if chars else 1
     return n
 
 
@@ -662,11 +653,12 @@ cdef class CoreEncoder:
         if opt.unk_id != NO_ID and opt.unk_id < <uint32_t>t.n_ids:
             inert[opt.unk_id] = 1
         for i in range(t.n_ids):
-            for j in range(t.pair_start[i], t.pair_start[i + 1]):        # the left token i's merges
-                if inert[i] or inert[t.pair_list[j].right]:               # right < n_ids: a token id
-                    ok = False
-                    break
-            if not ok:
+            if t.pair_start[i + 1] > t.pair_start[i] and inert[i]:       # a merge with i on the left
+                ok = False
+                break
+        for j in range(t.n_pairs):
+            if inert[t.pair_list[j].right]:                              # right < n_ids: a token id
+                ok = False
                 break
         free(inert)
         return ok
