@@ -88,8 +88,9 @@ cdef class CoreEncoder:
     cdef readonly Vocab vocab
     cdef EncoderState state
     cdef readonly int pretok_kind
-    # One Python int per token id, made on first use and kept: building a result list then costs an
-    # INCREF per token instead of an allocation.  Filled and read only with the GIL held.
+    # The process's Python int per token id (_encoder.shared_int_cache), at least vocab.t.n_ids entries:
+    # building a result list then costs an INCREF per token instead of an allocation.  Filled and read only
+    # with the GIL held; not owned by the encoder.
     cdef PyObject** int_cache
     cdef Py_ssize_t int_cache_size
     # Buffers reused by short encodes, which run entirely with the GIL held; `short_busy` guards against
@@ -98,6 +99,11 @@ cdef class CoreEncoder:
     cdef bytes _char_token          # char-level encoders' BpeOptions.char_token (65,536 uint32)
     cdef bytes _cut_bits            # EncoderState.cut_bits' owner, or None
     cdef IdVec short_out
+    # The ids buffer of the last long encode (take_out/give_out, with the GIL held), kept up to LONG_KEEP_IDS
+    # ids: a fresh buffer of a long text's size is mapped by the allocator and paid for again in page faults
+    # at every call (one per 1,024 ids).  `long_busy`: lent out.
+    cdef IdVec long_out
+    cdef bint long_busy
     cdef BpeScratch short_scratch
     cdef bint short_busy
     # Scratches lent to longer encodes (take_scratch/give_scratch, with the GIL held): a fresh scratch
@@ -117,6 +123,8 @@ cdef class CoreEncoder:
     cdef list ids_to_list(self, IdVec* v)
     cdef BpeScratch* take_scratch(self, BpeScratch* own) noexcept
     cdef void give_scratch(self, BpeScratch* sc, BpeScratch* own) noexcept
+    cdef IdVec* take_out(self, IdVec* own) noexcept
+    cdef void give_out(self, IdVec* v) noexcept
     cdef _check_kind(self)
     cdef _build_char_self_merges(self)
     cdef bint _cuts_exact(self) except -1

@@ -37,6 +37,57 @@ SHORT_TEXT_BYTES = 2048
 DEFAULT_PIECE_CACHE_BYTES = 32 << 20
 
 
+cdef extern from *:
+    """
+    #if defined(__linux__)
+    #include <sys/mman.h>
+    /* n zeroed bytes whose pages are mapped now, by one mmap call, rather than by a fault at each first touch
+       during an encode (about 1.3 us per 4 KB page here); never freed.  Small arrays: calloc. */
+    static void* ctok_zeroed_populated(size_t n) {
+        if (n < (256u << 10)) return calloc(1, n);
+    #ifdef MAP_POPULATE
+        void* p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    #else
+        void* p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    #endif
+        return p == MAP_FAILED ? NULL : p;
+    }
+    #else
+    static void* ctok_zeroed_populated(size_t n) { return calloc(1, n); }
+    #endif
+    """
+    void* ctok_zeroed_populated(size_t n) nogil
+
+
+# One Python int per token id for the whole process, made on first use and kept (every encoder's result lists
+# take them with an INCREF instead of an allocation).  Shared because an int is the same object whatever
+# vocabulary emitted it: a second encoder (another file, or the same one loaded again) starts with the ints
+# and the mapped pages the first one made.  Grown to the largest vocabulary loaded; a replaced array is kept
+# (its ints stay referenced, encoders made before the growth go on reading it), so at most twice the largest
+# array is held: 8 bytes a token id, plus 32 bytes for each int made.  Read and written with the GIL held.
+cdef PyObject** shared_ints = NULL
+cdef Py_ssize_t shared_ints_size = 0
+
+
+cdef PyObject** shared_int_cache(Py_ssize_t n) except NULL:
+    global shared_ints, shared_ints_size
+    cdef PyObject** bigger
+    cdef Py_ssize_t i, size
+    if n <= shared_ints_size:
+        return shared_ints
+    size = n if n > 2 * shared_ints_size else 2 * shared_ints_size
+    bigger = <PyObject**>ctok_zeroed_populated(size * sizeof(PyObject*))
+    if bigger == NULL:
+        raise MemoryError()
+    for i in range(shared_ints_size):
+        if shared_ints[i] != NULL:
+            Py_INCREF_ptr(shared_ints[i])       # the new array holds its own reference; the old one is kept
+            bigger[i] = shared_ints[i]
+    shared_ints = bigger
+    shared_ints_size = size
+    return bigger
+
+
 cdef extern from "_utf8.h":
     const char* ctok_utf8_view(object text, Py_ssize_t* n, char** owned)
     int ctok_utf8_view_cheap(object text, const char** s, Py_ssize_t* n)
@@ -96,6 +147,7 @@ cdef enum:
     MARKED_LOCAL = 8192     # encode_marked converts into a buffer on the stack when this is room enough
     SCRATCH_POOL = 4        # the size of CoreEncoder.pool
     SCRATCH_KEEP_SYMBOLS = 1 << 16      # a pooled scratch with room for more symbols is freed when given back
+    LONG_KEEP_IDS = 1 << 20             # CoreEncoder.long_out is freed when given back with room for more (4 MB)
     CHAR_SELF_MAX = 32      # char-level self_merges: tokens up to this many bytes (bounds the load-time work)
 
 
@@ -505,6 +557,8 @@ cdef class CoreEncoder:
         self.short_out.data = NULL; self.short_out.size = 0; self.short_out.cap = 0
         scratch_init(&self.short_scratch)
         self.short_busy = False
+        self.long_out.data = NULL; self.long_out.size = 0; self.long_out.cap = 0
+        self.long_busy = False
         self.marker_prepend = -1
         for i in range(SCRATCH_POOL):
             scratch_init(&self.pool[i])
@@ -517,14 +571,10 @@ cdef class CoreEncoder:
         cache_free(&self.state.cache)
         free(self.own_self_merges)
         idvec_free(&self.short_out)
+        idvec_free(&self.long_out)
         scratch_free(&self.short_scratch)
         for i in range(SCRATCH_POOL):
             scratch_free(&self.pool[i])
-        if self.int_cache != NULL:
-            for i in range(self.int_cache_size):
-                if self.int_cache[i] != NULL:
-                    Py_DECREF_ptr(self.int_cache[i])
-            free(self.int_cache)
 
     cdef BpeScratch* take_scratch(self, BpeScratch* own) noexcept:
         # A free scratch of the pool, or `own` (a caller's uninitialised struct, made empty here) when all
@@ -549,11 +599,28 @@ cdef class CoreEncoder:
                 return
         scratch_free(sc)                            # own
 
+    cdef IdVec* take_out(self, IdVec* own) noexcept:
+        # An empty ids buffer for a long encode: the kept one, or `own` (a caller's uninitialised struct, made
+        # empty here) while that is lent.  GIL held.
+        if not self.long_busy:
+            self.long_busy = True
+            self.long_out.size = 0
+            return &self.long_out
+        own.data = NULL; own.size = 0; own.cap = 0
+        return own
+
+    cdef void give_out(self, IdVec* v) noexcept:
+        # Back from take_out.  GIL held.
+        if v == &self.long_out:
+            if v.cap > LONG_KEEP_IDS:
+                idvec_free(v)
+            self.long_busy = False
+        else:
+            idvec_free(v)
+
     cdef list ids_to_list(self, IdVec* v):
         if self.int_cache == NULL:
-            self.int_cache = <PyObject**>calloc(self.vocab.t.n_ids, sizeof(PyObject*))
-            if self.int_cache == NULL:
-                raise MemoryError()
+            self.int_cache = shared_int_cache(self.vocab.t.n_ids)
             self.int_cache_size = self.vocab.t.n_ids
         return ctok_ids_list(v.data, v.size, self.int_cache)
 
@@ -586,6 +653,9 @@ cdef class CoreEncoder:
             self.state.self_merges = self.vocab.t.self_merges
         self.state.pretok_kind = pretok_kind
         self.state.c_api_ok = True
+        # Now rather than at the first encode: its pages are mapped here (see shared_int_cache).
+        self.int_cache = shared_int_cache(self.vocab.t.n_ids)
+        self.int_cache_size = self.vocab.t.n_ids
         self.state.marker_len = 0
         if piece_cache_bytes is None:
             piece_cache_bytes = int(os.environ.get("CTOK_PIECE_CACHE_BYTES", DEFAULT_PIECE_CACHE_BYTES))
@@ -1200,6 +1270,7 @@ cdef class CoreEncoder:
         # encode_str's work once it has the UTF-8 s[0:n] (split at `added` first unless NULL): short texts
         # reuse the encoder's buffers and keep the GIL; longer ones release it.
         cdef IdVec out
+        cdef IdVec* outp
         cdef BpeScratch sc
         cdef BpeScratch* scp
         cdef int rc
@@ -1214,24 +1285,24 @@ cdef class CoreEncoder:
                 self.short_busy = False
                 if self.short_out.cap > 4096:             # do not keep a large buffer around
                     idvec_free(&self.short_out)
-        out.data = NULL; out.size = 0; out.cap = 0
+        outp = self.take_out(&out)
         scp = self.take_scratch(&sc)
         try:
             # About one id per 4 bytes for English and code: growing from a small buffer would copy the
             # ids log(n) times.
-            if idvec_reserve(&out, n // 4 + 16) != BPE_OK:
+            if idvec_reserve(outp, n // 4 + 16) != BPE_OK:
                 raise MemoryError()
             if n < SHORT_TEXT:
-                rc = encode_with(&self.state, added, s, n, &out, scp)
+                rc = encode_with(&self.state, added, s, n, outp, scp)
             else:
                 with nogil:
-                    rc = encode_with(&self.state, added, s, n, &out, scp)
+                    rc = encode_with(&self.state, added, s, n, outp, scp)
             if rc != BPE_OK:
                 raise MemoryError()
-            return self.ids_to_list(&out)
+            return self.ids_to_list(outp)
         finally:
             self.give_scratch(scp, &sc)
-            idvec_free(&out)
+            self.give_out(outp)
 
     def encode_marked(self, text):
         """The ids of `text` for a SentencePiece-style file (an encoder made with PRETOK_MARKER_WORDS and a

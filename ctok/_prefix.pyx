@@ -974,6 +974,7 @@ cdef list _direct(CoreEncoder core, const uint8_t* s, Py_ssize_t n):
     """core.encode_str's work on s[0:n] without a second Python-level call (short texts reuse the encoder's
     buffers under the GIL, as encode_str does; longer ones release it)."""
     cdef IdVec out
+    cdef IdVec* outp
     cdef BpeScratch sc
     cdef BpeScratch* scp
     cdef int rc
@@ -988,17 +989,17 @@ cdef list _direct(CoreEncoder core, const uint8_t* s, Py_ssize_t n):
             core.short_busy = False
             if core.short_out.cap > 4096:
                 idvec_free(&core.short_out)
-    out.data = NULL; out.size = 0; out.cap = 0
+    outp = core.take_out(&out)
     scp = core.take_scratch(&sc)
     try:
         if n < 2048:
-            rc = core.encode_into(s, n, &out, scp)
+            rc = core.encode_into(s, n, outp, scp)
         else:
             with nogil:
-                rc = core.encode_into(s, n, &out, scp)
+                rc = core.encode_into(s, n, outp, scp)
         if rc != BPE_OK:
             raise MemoryError()
-        return core.ids_to_list(&out)
+        return core.ids_to_list(outp)
     finally:
         core.give_scratch(scp, &sc)
-        idvec_free(&out)
+        core.give_out(outp)
