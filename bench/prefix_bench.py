@@ -2,7 +2,7 @@
 (its input cache enabled with FASTOKENS_INPUT_CACHE) when installed.  Ids are Python lists on both sides
 (fastokens: `.ids`).  Every timing is the best of --repeat runs; ratios are printed at the end.
 
-    python bench/prefix_bench.py [--repeat 5] [--encoding o200k_base] [--quick]
+    python bench/prefix_bench.py [--repeat 5] [--encoding o200k_base | mistral-7b-v0.1/tokenizer.json] [--quick]
 
 Workloads:
   shared_system   1,000 prompts: the same 8 KB system prompt + a different 200-byte user message (fresh cache
@@ -50,11 +50,15 @@ def fastokens_pair(encoding):
         from fastokens import _native
     except ImportError:
         return None, None
-    path = SHARED / "vocab" / encoding / f"{encoding}.tiktoken"
+    if encoding.endswith(".json"):
+        make = lambda: _native.Tokenizer.from_file(str(SHARED / "vocab" / encoding))     # noqa: E731
+    else:
+        path = SHARED / "vocab" / encoding / f"{encoding}.tiktoken"
+        make = lambda: _native.Tokenizer.from_tiktoken(str(path), encoding=encoding)     # noqa: E731
     old = os.environ.pop("FASTOKENS_INPUT_CACHE", None)
-    plain = _native.Tokenizer.from_tiktoken(str(path), encoding=encoding)
+    plain = make()
     os.environ["FASTOKENS_INPUT_CACHE"] = "1"
-    cached = _native.Tokenizer.from_tiktoken(str(path), encoding=encoding)
+    cached = make()
     if old is None:
         del os.environ["FASTOKENS_INPUT_CACHE"]
     else:
@@ -67,10 +71,15 @@ class Sides:
 
     def __init__(self, enc, ft_plain, ft_cached, cache_bytes):
         core = enc._core
-        # str in, list out on every side: the encoder's str entry point, and the same through the cache.
+        # str in, list out on every side: the encoder's str entry point, and the same through the cache
+        # (SentencePiece-style files: encode_marked, the route their ordinary text takes).
+        marked = core.marker_prepend >= 0
+        plain = core.encode_marked if marked else core.encode_str
+        bind = (lambda: PrefixCache(cache_bytes).bind_marked(core)) if marked else \
+            (lambda: PrefixCache(cache_bytes).bind(core))
         self.sides = {
-            "ctok off": (lambda: None, lambda st, t: core.encode_str(t)),
-            "ctok prefix cache": (lambda: PrefixCache(cache_bytes).bind(core), lambda st, t: st(t)),
+            "ctok off": (lambda: None, lambda st, t: plain(t)),
+            "ctok prefix cache": (bind, lambda st, t: st(t)),
         }
         if ft_plain is not None:
             # fastokens' input cache lives in the tokenizer: no fresh state per run is possible, so its
@@ -80,7 +89,9 @@ class Sides:
 
 
 def run(args):
-    enc = ctok.get_encoding(args.encoding)
+    # --encoding: an embedded encoding's name, or a tokenizer.json under shared/vocab ("llama2/tokenizer.json")
+    enc = ctok.load(str(SHARED / "vocab" / args.encoding)) if args.encoding.endswith(".json") else \
+        ctok.get_encoding(args.encoding)
     ft_plain, ft_cached = fastokens_pair(args.encoding)
     sides = Sides(enc, ft_plain, ft_cached, args.cache_bytes).sides
     texts = corpus()
@@ -134,7 +145,10 @@ def run(args):
     results[("chat_one_turn_alone", "ctok off")] = best(lambda: sides["ctok off"][1](None, turns[-1]), args.repeat)
     pc = PrefixCache(args.cache_bytes)
     for c in chats:
-        pc.encode_str(enc._core, c)
+        if enc._core.marker_prepend >= 0:
+            pc.encode_marked(enc._core, c)
+        else:
+            pc.encode_str(enc._core, c)
     st = pc.stats()
     print(f"chat_growth: ctok encoded {st['encoded_bytes'] / len(chats):.0f} bytes per request on average "
           f"(turns are ~{sum(len(t) for t in turns) / len(turns):.0f}); reused {st['reused_bytes']} bytes; "

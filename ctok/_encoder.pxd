@@ -124,6 +124,8 @@ cdef class CoreEncoder:
     cdef BpeScratch* take_scratch(self, BpeScratch* own) noexcept
     cdef void give_scratch(self, BpeScratch* sc, BpeScratch* own) noexcept
     cdef IdVec* take_out(self, IdVec* own) noexcept
+    cdef bint _prepends(self, const uint8_t* s, Py_ssize_t n) noexcept
+    cdef list _encode_marked(self, object text)
     cdef void give_out(self, IdVec* v) noexcept
     cdef _check_kind(self)
     cdef _build_char_self_merges(self)
@@ -146,3 +148,9 @@ cdef int capi_decode(const void* encoder, const uint32_t* ids, size_t n, uint8_t
 cpdef str exact_str(object text)
 # Surrogate pairs joined, lone surrogates replaced by U+FFFD.
 cpdef str replace_lone_surrogates(str text)
+
+
+cdef class PlainRoute:
+    # A text -> ids callable that compiled routes (CompiledRoute) call in C rather than through Python: the
+    # prefix cache's bound encoders (ctok._prefix.PrefixCache.bind / bind_marked) are ones.
+    cdef list call_plain(self, object text)

@@ -14,7 +14,7 @@ from cpython.buffer cimport PyBUF_FORMAT, PyBUF_ND, PyBUF_STRIDES
 from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetContext, PyCapsule_SetContext
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int32_t, int64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
-from libc.string cimport memcpy, memcmp, memset
+from libc.string cimport memcpy, memcmp, memset, memmove
 
 from ctok._vocab cimport (Vocab, Tables, Slot, NO_ID, tables_lookup, tables_lookup_hashed, hash_bytes, load_head,
                          load_head_padded, load_tail, bit_at)
@@ -109,6 +109,9 @@ cdef extern from "Python.h":
     Py_ssize_t PyLong_AsSsize_t(object o) except? -1
     void Py_INCREF_ptr "Py_INCREF"(PyObject* o)
     void Py_DECREF_ptr "Py_DECREF"(PyObject* o)
+    PyObject* PyBytes_New_ptr "PyBytes_FromStringAndSize"(const char* v, Py_ssize_t n)
+    char* PyBytes_AS_STRING_ptr "PyBytes_AS_STRING"(PyObject* o)
+    int _PyBytes_Resize(PyObject** o, Py_ssize_t n)
 
 
 cdef inline bint marker_at(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Py_ssize_t p) noexcept nogil:
@@ -1311,6 +1314,10 @@ cdef class CoreEncoder:
         normalizer / Metaspace and model for text that holds no added token.  A lone surrogate raises
         UnicodeEncodeError (tokenizer.json files refuse such text).  A str subclass is encoded as its str
         value."""
+        return self._encode_marked(text)
+
+    cdef list _encode_marked(self, object text):
+        # encode_marked's work, a C call for the prefix cache's bound route (PrefixCache.bind_marked).
         cdef ctok_marker mk
         cdef uint8_t local[MARKED_LOCAL]
         cdef uint8_t* buf = local
@@ -1318,7 +1325,6 @@ cdef class CoreEncoder:
         cdef Py_ssize_t n
         cdef size_t room
         cdef int ml = self.state.marker_len
-        cdef bint prepend
         if self.marker_prepend < 0:
             raise ValueError("encode_marked: this encoder has no marker_prepend rule")
         if type(text) is not str:
@@ -1344,15 +1350,7 @@ cdef class CoreEncoder:
                 text.encode("utf-8")        # a lone surrogate: raises its UnicodeEncodeError
                 raise AssertionError("ctok_utf8_write saw a surrogate that str.encode accepts")
             s = buf + ml
-            if self.marker_prepend == PREPEND_NONEMPTY:
-                prepend = True
-            elif self.marker_prepend == PREPEND_UNMARKED:
-                # Metaspace prepends unless the replaced text already starts with the marker (a space or
-                # the marker itself first).
-                prepend = n < ml or memcmp(s, mk.bytes, ml) != 0
-            else:
-                prepend = False
-            if prepend:
+            if self._prepends(s, n):
                 s = buf
                 memcpy(buf, mk.bytes, ml)   # buf[0:ml] was kept free for it
                 n += ml
@@ -1360,6 +1358,59 @@ cdef class CoreEncoder:
         finally:
             if buf != local:
                 free(buf)
+
+    cdef bint _prepends(self, const uint8_t* s, Py_ssize_t n) noexcept:
+        # Whether encode_marked puts the marker in front of s[0:n], a non-empty text with its spaces replaced.
+        cdef int ml = self.state.marker_len
+        if self.marker_prepend == PREPEND_NONEMPTY:
+            return True
+        if self.marker_prepend == PREPEND_UNMARKED:
+            # Metaspace prepends unless the replaced text already starts with the marker (a space or the
+            # marker itself first).
+            return n < ml or memcmp(s, self.state.marker, ml) != 0
+        return False
+
+    def marked_bytes(self, text):
+        """The bytes encode_marked encodes for `text`: its UTF-8 with every space written as the marker, the
+        marker put in front as marker_prepend says (b"" for empty text).  encode_ordinary of them gives
+        encode_marked(text); the prefix cache keys SentencePiece-style prompts on them."""
+        cdef ctok_marker mk
+        cdef uint8_t* buf
+        cdef Py_ssize_t n
+        cdef size_t room
+        cdef PyObject* op
+        cdef int ml = self.state.marker_len
+        if self.marker_prepend < 0:
+            raise ValueError("marked_bytes: this encoder has no marker_prepend rule")
+        if type(text) is not str:
+            text = exact_str(text)
+        if PyUnicode_GET_LENGTH(text) == 0:
+            return b""
+        memset(&mk, 0, sizeof(mk))
+        memcpy(mk.bytes, self.state.marker, ml)     # ml <= 8 (checked at construction)
+        mk.len = ml
+        room = ctok_utf8_bound(text, &mk) + ml
+        # Written in place into the bytes object, then shrunk to fit: no second buffer and copy.
+        op = PyBytes_New_ptr(NULL, <Py_ssize_t>room)
+        if op == NULL:
+            raise MemoryError()
+        buf = <uint8_t*>PyBytes_AS_STRING_ptr(op)
+        with nogil:
+            n = ctok_utf8_write(<PyObject*>text, buf + ml, &mk)
+        if n < 0:
+            Py_DECREF_ptr(op)
+            text.encode("utf-8")            # a lone surrogate: raises its UnicodeEncodeError
+            raise AssertionError("ctok_utf8_write saw a surrogate that str.encode accepts")
+        if self._prepends(buf + ml, n):
+            memcpy(buf, mk.bytes, ml)
+            n += ml
+        else:
+            memmove(buf, buf + ml, n)
+        if _PyBytes_Resize(&op, n) < 0:     # op is freed and NULL then
+            raise MemoryError()
+        result = <object>op                 # a new reference ...
+        Py_DECREF_ptr(op)                   # ... and ours dropped
+        return result
 
     def token_bytes(self, Py_ssize_t tid):
         return self.vocab.token_bytes(tid)
@@ -1764,6 +1815,12 @@ cdef bint has_surrogate(str text):
     return False
 
 
+cdef class PlainRoute:
+    """Base of callables text -> ids that a CompiledRoute calls in C (see _encoder.pxd)."""
+    cdef list call_plain(self, object text):
+        raise NotImplementedError
+
+
 cdef class CompiledRoute:
     """What FastEncode and FastOrdinary share: which texts the compiled encoder may take (route_of) and how.
     `names`: the added tokens' texts that send a text elsewhere; `split`: those the core splits at itself."""
@@ -1776,6 +1833,7 @@ cdef class CompiledRoute:
     cdef tuple forms                # Unicode normal forms HF applies first: only text they leave as is goes
     cdef unsigned nf_mask           # nf_mask(forms)
     cdef CoreEncoder core           # not None when plain is core.encode_str: called here without a Python call
+    cdef PlainRoute plain_route     # not None when plain is a PlainRoute's method: the same, through call_plain
 
     cdef int set_route(self, CoreEncoder core, names, plain, tuple forms, split, normalize) except -1:
         names = [name for name in names if name]
@@ -1786,6 +1844,8 @@ cdef class CompiledRoute:
         self.nf_mask = nf_mask(forms)
         self.plain = core.encode_str if plain is None else plain    # e.g. a PrefixCache.bind(core)
         self.core = core if plain is None or plain == core.encode_str else None
+        owner = getattr(plain, "__self__", None)
+        self.plain_route = owner if isinstance(owner, PlainRoute) and plain == owner.plain else None
         self.split_plain = core.encode_str_split if split else None
         self.normalize = normalize
         return 0
@@ -1812,6 +1872,8 @@ cdef class CompiledRoute:
             if way == ROUTE_PLAIN:
                 if self.core is not None:
                     return self.core._encode_str(text, NULL)
+                if self.plain_route is not None:
+                    return self.plain_route.call_plain(text)
                 return self.plain(text)
             if way == ROUTE_SPLIT:
                 return self.split_plain(text)

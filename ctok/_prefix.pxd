@@ -62,6 +62,7 @@ cdef class PrefixCache:
     cdef inline void _acquire(self) noexcept
     cdef bint _serves(self, CoreEncoder core, bint is_text)
     cdef list _encode_text(self, CoreEncoder core, object text)
+    cdef list _encode_marked_text(self, CoreEncoder core, object text)
     cdef object _encode_front(self, CoreEncoder core, str text)
     cdef list _encode(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n, bint is_text,
                       object text)

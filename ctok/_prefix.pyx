@@ -18,7 +18,9 @@ hash and two probes, and no memory); a text that extends a cached text entirely 
 replaces it; otherwise a text is kept when it adds at least min_bytes and 1/8 of the reused length of its
 own (so 1,000 prompts = one system prompt + short messages keep one entry).  Texts under min_bytes are
 encoded directly.  Entry points: `encode(core, bytes)`, `encode_str(core, str)` and `bind(core)`, a
-drop-in for `core.encode_str` (Encoding's hot path).
+drop-in for `core.encode_str` (Encoding's hot path); for SentencePiece-style encoders `encode_marked(core, str)`
+and `bind_marked(core)`, keyed on core.marked_bytes(text) (spaces written as the marker, the marker in front by
+a rule that reads the text's start only, so prompts sharing a start share it there too).
 
 Safe cut (the proof).  The pretokenizer (`ctok._pretok.next_piece_end`) decides each piece from its start:
 the piece starting at pos is a function of the bytes it examines, all at indices >= pos, and of tests
@@ -27,6 +29,12 @@ ending at or before the piece boundary p of the cached text A.  If R(p) < q, whe
 common prefix of A and the new text B, then every examined byte and every "index < n" test is the same
 in A and B (both are longer than R(p)), so B's pieces up to p are A's pieces, p is a piece boundary of B,
 and B's ids are A's ids before p followed by the pieces of B from p on (BPE is per piece).
+
+Marker words (PRETOK_MARKER_WORDS, SentencePiece-style files) are the one kind whose decisions read before a
+piece's start: a piece ends at each p where the marker starts and does not follow another marker, a test of
+the bytes [p - m, p + m) (m the marker's length), so every boundary at or before c is decided by bytes below
+c + m: R(c) = c + m - 1.  Their ids do not spell the text (byte-fallback tokens read "<0xXX>"), so their cut
+is never counted out between checkpoints: it is the last checkpoint c with c + m <= q (find_cut).
 
 `cut_read_bound(s, n, p)` computes such an R(p) from the text at p onward only.  Reading _pretok.pyx, the
 decision of a piece [pos, e) examines, besides bytes inside the piece:
@@ -105,7 +113,8 @@ from ctok._bpe cimport (IdVec, BpeScratch, BPE_OK, BPE_NOMEM, idvec_reserve, idv
                         scratch_init, scratch_free)
 from ctok._pretok cimport (next_piece_end, ctok_char, PRETOK_N_KINDS, PRETOK_WHOLE, CT_WS, CT_L, CT_UP, CT_LO,
                            CT_M)
-from ctok._encoder cimport CoreEncoder, exact_str, EncoderState, encode_state_span
+from ctok._encoder cimport (CoreEncoder, exact_str, EncoderState, encode_state_span, PRETOK_MARKER_WORDS,
+                           PlainRoute)
 
 # Default byte budget of a PrefixCache (the Encoding setting / CTOK_PREFIX_CACHE_BYTES override it).
 DEFAULT_PREFIX_CACHE_BYTES = 64 << 20
@@ -281,6 +290,18 @@ cdef Py_ssize_t find_cut(const EncoderState* st, const uint8_t* a, Py_ssize_t an
         else:
             hi = mid - 1
     j = lo
+    if kind == PRETOK_MARKER_WORDS:
+        # Marker words: a piece ends where a marker follows a non-marker character, so the pieces up to a
+        # boundary c are decided by the bytes before c + marker_len (each boundary test reads the marker-long
+        # spans on both sides of it, and the scan for the next end stops at the first that passes).  Their ids
+        # do not spell the text (byte-fallback tokens read "<0xXX>"), so no boundary is counted between
+        # checkpoints: the cut is the last checkpoint (at most PREFIX_CK_EVERY bytes apart) that is safe.
+        while True:
+            c = ck[2 * j]
+            if c == 0 or c + st.marker_len <= q:
+                n_before[0] = ck[2 * j + 1]
+                return c
+            j -= 1
     c = ck[2 * j]
     nid = ck[2 * j + 1]
     # the piece boundaries after c that could be safe (cut_read_bound(e) >= e + 3 must stay below q)
@@ -545,6 +566,8 @@ cdef class PrefixCache:
             kind_ok = PRETOK_WHOLE < kind < PRETOK_N_KINDS
             self._served_ok = kind_ok and byte_exact(core, False)
             self._served_text_ok = kind_ok and byte_exact(core, True)
+            if kind == PRETOK_MARKER_WORDS:       # cut at checkpoints only (find_cut): ids need not spell bytes
+                self._served_ok = self._served_text_ok = True
             self._served = core
         return self._served_text_ok if is_text else self._served_ok
 
@@ -670,6 +693,26 @@ cdef class PrefixCache:
         """A callable text -> ids: `core.encode_str` through this cache (a drop-in for it; a bound method,
         which Python calls about as cheaply as core.encode_str itself)."""
         return _BoundEncode(self, core).encode_str
+
+    def encode_marked(self, CoreEncoder core not None, text):
+        """core.encode_marked(text) through the cache, for SentencePiece-style encoders (PRETOK_MARKER_WORDS):
+        the cache keys on core.marked_bytes(text), the text as that encoder sees it.  Two prompts sharing a
+        start share it there too (the marker goes in front by a rule that reads the text's start only)."""
+        return self._encode_marked_text(core, text)
+
+    cdef list _encode_marked_text(self, CoreEncoder core, object text):
+        cdef bytes data
+        if type(text) is not str:
+            text = exact_str(text)
+        if self.max_bytes == 0 or PyUnicode_GET_LENGTH(text) < self.min_bytes:
+            return core._encode_marked(text)
+        data = core.marked_bytes(text)
+        return self._encode(core, data, <const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), True,
+                            None)
+
+    def bind_marked(self, CoreEncoder core not None):
+        """A callable text -> ids: `core.encode_marked` through this cache."""
+        return _BoundMarked(self, core).encode_marked
 
     cdef list _encode(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n, bint is_text,
                       object text):
@@ -906,8 +949,8 @@ cdef class PrefixCache:
 
 
 cdef inline list _plain(CoreEncoder core, object data):
-    if type(data) is bytes:
-        return core.encode_ordinary(data)
+    if type(data) is bytes:                       # core.encode_ordinary(data), without its Python call
+        return _direct(core, <const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
     if type(data) is _Utf8Copy:
         return _direct(core, <const uint8_t*>(<_Utf8Copy>data).buf, (<_Utf8Copy>data).n)
     return core.encode_str(data)
@@ -953,8 +996,9 @@ cdef object _utf8_of(object text, const char** s, Py_ssize_t* n):
 
 
 @cython.final
-cdef class _BoundEncode:
-    """PrefixCache.bind(core).__self__: encode_str(text) == core.encode_str(text), through the cache."""
+cdef class _BoundEncode(PlainRoute):
+    """PrefixCache.bind(core).__self__: encode_str(text) == core.encode_str(text), through the cache.  Compiled
+    routes call it in C (call_plain); `plain` is the method they take for it."""
     cdef PrefixCache cache
     cdef CoreEncoder core
 
@@ -968,6 +1012,37 @@ cdef class _BoundEncode:
 
     def encode_str(self, text):
         return self.cache._encode_text(self.core, text)
+
+    @property
+    def plain(self):
+        return self.encode_str
+
+    cdef list call_plain(self, object text):
+        return self.cache._encode_text(self.core, text)
+
+
+cdef class _BoundMarked(PlainRoute):
+    """PrefixCache.bind_marked(core).__self__: encode_marked(text) == core.encode_marked(text), through the cache."""
+    cdef PrefixCache cache
+    cdef CoreEncoder core
+
+    def __init__(self, PrefixCache cache, CoreEncoder core):
+        self.cache = cache
+        self.core = core
+
+    @property
+    def cache(self):
+        return self.cache
+
+    def encode_marked(self, text):
+        return self.cache._encode_marked_text(self.core, text)
+
+    @property
+    def plain(self):
+        return self.encode_marked
+
+    cdef list call_plain(self, object text):
+        return self.cache._encode_marked_text(self.core, text)
 
 
 cdef list _direct(CoreEncoder core, const uint8_t* s, Py_ssize_t n):

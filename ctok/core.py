@@ -102,6 +102,7 @@ class Encoding:
         self._prefix_cache = None
         self._batch_route = None            # a tokenizer.json file's CompiledRoute for batches (_set_hf_shortcuts)
         self._plain = self._core.encode_str
+        self._marked = None                 # a SentencePiece-style file's compiled route (set_prefix_cache)
         self.set_prefix_cache(None)
 
     def _hf_route(self):
@@ -126,7 +127,7 @@ class Encoding:
         if split and not self._core.added_split:
             self._core.set_added_split(split)
         names = [b.decode("ascii") for b, _ in split]
-        plain = self._core.encode_marked if marked else self._plain
+        plain = self._marked if marked else self._plain
         normalize = None
         if forms:
             from functools import partial
@@ -150,22 +151,24 @@ class Encoding:
         """Reuse the ids of shared prompt prefixes (ctok._prefix), within max_bytes of memory; 0 turns it
         off, None takes CTOK_PREFIX_CACHE_BYTES or the default.  Results never change.  For a tokenizer.json
         file it serves the texts that take the compiled route (no added token's text, nothing for the
-        normalizer to change); a file whose every text needs Python stages has no cache, nor has a
-        SentencePiece-style file (its compiled route is encode_marked)."""
+        normalizer to change); a file whose every text needs Python stages has no cache.  A SentencePiece-style
+        file's cache (its compiled route is encode_marked) keys on the text as that route sees it."""
         native = self._native_plain()
         route = None if native else self._hf_route()
         if not native and route is None:
-            return
-        if route is not None and route[3]:
-            # The cache's safe cut is proved for the native pretokenizers over the text's own UTF-8, not
-            # for marker words over the text with its spaces replaced: the compiled route goes without it.
-            self._set_hf_shortcuts()
             return
         from ._encoder import FastEncode
         from ._prefix import PrefixCache, DEFAULT_PREFIX_CACHE_BYTES
         if max_bytes is None:
             max_bytes = int(os.environ.get("CTOK_PREFIX_CACHE_BYTES", DEFAULT_PREFIX_CACHE_BYTES))
         self._prefix_cache = PrefixCache(max_bytes) if max_bytes > 0 else None
+        if route is not None and route[3]:
+            # Marker words: the cache keys on the text with its spaces replaced (core.marked_bytes) and cuts
+            # at its checkpoints (ctok._prefix.find_cut).
+            self._marked = (self._core.encode_marked if self._prefix_cache is None
+                            else self._prefix_cache.bind_marked(self._core))
+            self._set_hf_shortcuts()
+            return
         # Hot paths straight into the compiled encoder (str in, list out), through the cache if on.
         self._plain = self._core.encode_str if self._prefix_cache is None else self._prefix_cache.bind(self._core)
         if not native:

@@ -109,7 +109,7 @@ def test_the_compiled_route_is_installed(pair):
     metaspace = "mistral-7b-v0.3" in name or "metaspace" in name
     rule = ctok._encoder.MARKER_PREPEND_UNMARKED if metaspace else ctok._encoder.MARKER_PREPEND_NONEMPTY
     assert enc._core.marker_prepend == rule
-    assert enc.prefix_cache_stats() is None
+    assert enc.prefix_cache_stats() is not None         # on by default, as for every file with a compiled route
 
 
 def test_ordinary_text_takes_the_compiled_route_and_matches_hf(pair, monkeypatch):
@@ -178,19 +178,26 @@ def test_lone_surrogates_raise_as_before(pair, sur, where, length, wide):
         ref.encode(text)
 
 
-def test_the_prefix_cache_stays_off(pair, monkeypatch):
+def test_the_prefix_cache_serves_the_compiled_route(pair, monkeypatch):
+    """The compiled route goes through the prefix cache, keyed on the text with its spaces replaced (see
+    tests/test_prefix_cache.py for the cuts): shared prompt starts are reused, ids stay HF's, and 0 turns it off."""
     name, enc, ref = pair
     other = ctok.load(str(vocab_path(*name.split("/"))))
     other.set_prefix_cache(1 << 20)
-    assert other.prefix_cache_stats() is None
+    assert other.prefix_cache_stats() is not None
     system = "You are a helpful assistant. " * 40
-    texts = [system + q for q in ("What is 2+2?", " leading", "  two", "\u2581marked", "")]
+    texts = [system + q for q in ("What is 2+2?", " leading", "  two", "\u2581marked", "", " ")]
     want = [_ref_ids(ref, t) for t in texts]
     _forbid_python_route(other, monkeypatch)
     for _ in range(2):
         for text, ids in zip(texts, want):
             assert_same_ids(other.encode_ordinary(text), ids, text, label=f"{name} with set_prefix_cache")
+    assert other.prefix_cache_stats()["hits"] > 0
+    other.set_prefix_cache(0)
     assert other.prefix_cache_stats() is None
+    for text, ids in zip(texts, want):
+        assert_same_ids(other.encode_ordinary(text), ids, text, label=f"{name} without the cache")
+    other.set_prefix_cache(None)                         # ctok.load's encodings are shared: back to the default
 
 
 def test_str_subclasses_and_non_str_like_the_slow_route(pair):
