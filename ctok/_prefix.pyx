@@ -995,10 +995,9 @@ cdef object _utf8_of(object text, const char** s, Py_ssize_t* n):
     return text
 
 
-@cython.final
-cdef class _BoundEncode(PlainRoute):
-    """PrefixCache.bind(core).__self__: encode_str(text) == core.encode_str(text), through the cache.  Compiled
-    routes call it in C (call_plain); `plain` is the method they take for it."""
+cdef class _Bound(PlainRoute):
+    """A cache bound to an encoder: what PrefixCache.bind and bind_marked return the method of.  Compiled routes
+    call it in C (call_plain); `plain` is the method they take for it."""
     cdef PrefixCache cache
     cdef CoreEncoder core
 
@@ -1009,6 +1008,11 @@ cdef class _BoundEncode(PlainRoute):
     @property
     def cache(self):
         return self.cache
+
+
+@cython.final
+cdef class _BoundEncode(_Bound):
+    """PrefixCache.bind(core).__self__: encode_str(text) == core.encode_str(text), through the cache."""
 
     def encode_str(self, text):
         return self.cache._encode_text(self.core, text)
@@ -1021,18 +1025,9 @@ cdef class _BoundEncode(PlainRoute):
         return self.cache._encode_text(self.core, text)
 
 
-cdef class _BoundMarked(PlainRoute):
+@cython.final
+cdef class _BoundMarked(_Bound):
     """PrefixCache.bind_marked(core).__self__: encode_marked(text) == core.encode_marked(text), through the cache."""
-    cdef PrefixCache cache
-    cdef CoreEncoder core
-
-    def __init__(self, PrefixCache cache, CoreEncoder core):
-        self.cache = cache
-        self.core = core
-
-    @property
-    def cache(self):
-        return self.cache
 
     def encode_marked(self, text):
         return self.cache._encode_marked_text(self.core, text)
