@@ -162,6 +162,8 @@ class Encoding:
         if max_bytes is None:
             max_bytes = int(os.environ.get("CTOK_PREFIX_CACHE_BYTES", DEFAULT_PREFIX_CACHE_BYTES))
         self._prefix_cache = PrefixCache(max_bytes) if max_bytes > 0 else None
+        if self._hf is not None and self._hf._encoder is self._core:
+            self._hf.segment_cache = self._prefix_cache      # text holding special or added tokens
         if route is not None and route[3]:
             # Marker words: the cache keys on the text with its spaces replaced (core.marked_bytes) and cuts
             # at its checkpoints (ctok._prefix.find_cut).

@@ -1052,6 +1052,9 @@ class HFPipeline:
         self._fast_prefix_space = fast_prefix_space
         self._whole_metaspace = whole_metaspace
         self._marker_words = False
+        # The Encoding's prefix cache (ctok._prefix.PrefixCache), or None: segments of text holding special or
+        # added tokens (chat templates) go through it when they are encoded by the core alone.
+        self.segment_cache = None
         self._marker_prepend = None         # the core's encode_marked rule when it serves ordinary text
         self._char_level = char_level
         self._mapped_final = mapped_pieces_final
@@ -1190,7 +1193,7 @@ class HFPipeline:
         if self._fast_kind is not None:
             if self._fast_prefix_space and not s.startswith(" "):
                 s = " " + s
-            out += core.encode_ordinary(s.encode("utf-8"))
+            out += self._encode_bytes(core, s.encode("utf-8"))
             return
         wm = self._whole_metaspace
         if wm is not None:
@@ -1200,13 +1203,21 @@ class HFPipeline:
                 s = rep + s
         if wm is not None or not self._pretok_steps:
             if self._marker_words:
-                out += core.encode_ordinary(s.encode("utf-8"))     # split at marker runs, natively
+                out += self._encode_bytes(core, s.encode("utf-8"))     # split at marker runs, natively
             else:
                 out += core.encode_pieces([s.encode("utf-8")])
             return
         pieces = self._pretokenize(s, first)
         if pieces:
             out += core.encode_pieces(pieces)
+
+    def _encode_bytes(self, core, data: bytes) -> List[int]:
+        # core.encode_ordinary(data), through the prefix cache when it is on (PrefixCache.encode keeps that
+        # contract): a chat's segments repeat from request to request.
+        cache = self.segment_cache
+        if cache is not None and len(data) >= cache.min_bytes:
+            return cache.encode(core, data)
+        return core.encode_ordinary(data)
 
     def encode(self, text: str, *, recognise_special: bool, add_special_tokens: bool = False) -> List[int]:
         """recognise_special=True: `hf.encode(text, add_special_tokens=...).ids`;

@@ -468,6 +468,7 @@ def test_tokenizer_json_files_use_the_cache_exactly(rel):
     path = str(vocab_path(*rel.split("/")))
     enc = ctok.load(path)
     assert enc.prefix_cache_stats() is not None
+    enc.set_prefix_cache(None)                   # a fresh cache: ctok.load's encodings are shared by other tests
     ref = tokenizers.Tokenizer.from_file(path)
     ref.encode_special_tokens = True
     rnd = random.Random(SEED)
@@ -483,6 +484,7 @@ def test_tokenizer_json_files_use_the_cache_exactly(rel):
     enc.set_prefix_cache(0)
     assert enc.prefix_cache_stats() is None
     assert enc.encode_ordinary(system + tails[0]) == ref.encode(system + tails[0], add_special_tokens=False).ids
+    enc.set_prefix_cache(None)
 
 
 def test_vocabulary_without_every_byte_serves_text_only():
@@ -564,6 +566,7 @@ def test_sentencepiece_files_use_the_cache_exactly(rel):
     from _shared import vocab_path, corpus_text
     path = str(vocab_path(rel, "tokenizer.json"))
     enc = ctok.load(path)
+    enc.set_prefix_cache(None)                   # a fresh cache: ctok.load's encodings are shared by other tests
     assert enc.prefix_cache_stats() is not None
     ref = tokenizers.Tokenizer.from_file(path)
     ref.encode_special_tokens = True             # "<s>" in the text is text, as encode_ordinary reads it
@@ -614,3 +617,29 @@ def test_marker_words_cut_waits_for_the_whole_marker():
             assert tid[b"x" + block] in core.encode_ordinary(b) or not tail.startswith(block)
         hits += cache.stats()["hits"]
     assert hits > 0
+
+
+@pytest.mark.parametrize("rel", ["llama3-hf/tokenizer.json", "qwen3/tokenizer.json", "mistral-7b-v0.1/tokenizer.json",
+                                 "llama2/tokenizer.json"])
+def test_segments_between_special_tokens_use_the_cache_exactly(rel):
+    """Text holding special tokens (a chat rendered by its template) is encoded segment by segment by the Python
+    pipeline; long segments go through the prefix cache (HFPipeline.segment_cache), and the ids stay HF's."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from _shared import vocab_path, corpus_text
+    path = str(vocab_path(*rel.split("/")))
+    enc = ctok.load(path)
+    enc.set_prefix_cache(None)                   # a fresh cache: ctok.load's encodings are shared by other tests
+    ref = tokenizers.Tokenizer.from_file(path)
+    special = sorted(t.content for t in ref.get_added_tokens_decoder().values() if t.special)[:3]
+    turns = [corpus_text("en_dracula.txt", 40_000)[1500 * i:1500 * (i + 1)] for i in range(12)]
+    rnd = random.Random(SEED + 9)
+    chat = ""
+    for i, turn in enumerate(turns):
+        chat += rnd.choice(special) + turn + rnd.choice(["", " ", "\n", "  x"])
+        assert enc.encode(chat, allowed_special="all") == ref.encode(chat, add_special_tokens=False).ids, (rel, i)
+    assert enc.prefix_cache_stats()["hits"] > 0
+    enc.set_prefix_cache(0)
+    assert enc._hf.segment_cache is None
+    assert enc.encode(chat, allowed_special="all") == ref.encode(chat, add_special_tokens=False).ids
+    enc.set_prefix_cache(None)                   # ctok.load's encodings are shared: back to the default
+    assert enc._hf.segment_cache is not None
