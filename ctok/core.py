@@ -127,7 +127,7 @@ class Encoding:
         if split and not self._core.added_split:
             self._core.set_added_split(split)
         names = [b.decode("ascii") for b, _ in split]
-        plain = self._marked if marked else self._plain
+        plain = (self._marked or self._core.encode_marked) if marked else self._plain
         normalize = None
         if forms:
             from functools import partial
