@@ -92,7 +92,6 @@ cdef class CoreEncoder:
     # building a result list then costs an INCREF per token instead of an allocation.  Filled and read only
     # with the GIL held; not owned by the encoder.
     cdef PyObject** int_cache
-    cdef Py_ssize_t int_cache_size
     # Buffers reused by short encodes, which run entirely with the GIL held; `short_busy` guards against
     # re-entry (a finalizer run by the garbage collector while the result list is built).
     cdef uint8_t* own_self_merges   # char-level encoders' self_merges table (freed with the encoder)

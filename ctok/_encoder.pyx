@@ -541,6 +541,21 @@ cdef bint span_kind_ok(int kind) noexcept nogil:
     return kind != PRETOK_WHOLE and kind != PRETOK_MARKER_WORDS
 
 
+cdef object marked_start(CoreEncoder enc, object text, ctok_marker* mk, str caller):
+    # What encode_marked and marked_bytes do first: the rule checked, `text` as an exact str (returned; None
+    # when empty, which no rule marks), mk filled with the encoder's marker.
+    if enc.marker_prepend < 0:
+        raise ValueError(f"{caller}: this encoder has no marker_prepend rule")
+    if type(text) is not str:
+        text = exact_str(text)
+    if PyUnicode_GET_LENGTH(text) == 0:
+        return None
+    memset(mk, 0, sizeof(ctok_marker))
+    memcpy(mk.bytes, enc.state.marker, enc.state.marker_len)     # <= 8 bytes (checked at construction)
+    mk.len = enc.state.marker_len
+    return text
+
+
 cdef class CoreEncoder:
     """Encoder tables and options for one vocabulary (see module docstring).
 
@@ -553,7 +568,6 @@ cdef class CoreEncoder:
     def __cinit__(self):
         cdef int i
         self.int_cache = NULL
-        self.int_cache_size = 0
         self.own_self_merges = NULL
         self.state.self_merges = NULL
         self.state.cache.table = NULL
@@ -624,7 +638,6 @@ cdef class CoreEncoder:
     cdef list ids_to_list(self, IdVec* v):
         if self.int_cache == NULL:
             self.int_cache = shared_int_cache(self.vocab.t.n_ids)
-            self.int_cache_size = self.vocab.t.n_ids
         return ctok_ids_list(v.data, v.size, self.int_cache)
 
     def __init__(self, list token_bytes=None, merges=None, *, dict special_bytes=None, int pretok_kind=0,
@@ -658,7 +671,6 @@ cdef class CoreEncoder:
         self.state.c_api_ok = True
         # Now rather than at the first encode: its pages are mapped here (see shared_int_cache).
         self.int_cache = shared_int_cache(self.vocab.t.n_ids)
-        self.int_cache_size = self.vocab.t.n_ids
         self.state.marker_len = 0
         if piece_cache_bytes is None:
             piece_cache_bytes = int(os.environ.get("CTOK_PIECE_CACHE_BYTES", DEFAULT_PIECE_CACHE_BYTES))
@@ -1325,15 +1337,9 @@ cdef class CoreEncoder:
         cdef Py_ssize_t n
         cdef size_t room
         cdef int ml = self.state.marker_len
-        if self.marker_prepend < 0:
-            raise ValueError("encode_marked: this encoder has no marker_prepend rule")
-        if type(text) is not str:
-            text = exact_str(text)
-        if PyUnicode_GET_LENGTH(text) == 0:
+        text = marked_start(self, text, &mk, "encode_marked")
+        if text is None:
             return []                       # no rule prepends to empty text
-        memset(&mk, 0, sizeof(mk))
-        memcpy(mk.bytes, self.state.marker, ml)     # ml <= 8 (checked at construction)
-        mk.len = ml
         room = ctok_utf8_bound(text, &mk) + ml      # + a marker in front
         if room > MARKED_LOCAL:
             buf = <uint8_t*>malloc(room)
@@ -1380,15 +1386,9 @@ cdef class CoreEncoder:
         cdef size_t room
         cdef PyObject* op
         cdef int ml = self.state.marker_len
-        if self.marker_prepend < 0:
-            raise ValueError("marked_bytes: this encoder has no marker_prepend rule")
-        if type(text) is not str:
-            text = exact_str(text)
-        if PyUnicode_GET_LENGTH(text) == 0:
+        text = marked_start(self, text, &mk, "marked_bytes")
+        if text is None:
             return b""
-        memset(&mk, 0, sizeof(mk))
-        memcpy(mk.bytes, self.state.marker, ml)     # ml <= 8 (checked at construction)
-        mk.len = ml
         room = ctok_utf8_bound(text, &mk) + ml
         # Written in place into the bytes object, then shrunk to fit: no second buffer and copy.
         op = PyBytes_New_ptr(NULL, <Py_ssize_t>room)

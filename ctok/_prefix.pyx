@@ -273,6 +273,16 @@ cdef Py_ssize_t common_prefix(const uint8_t* a, const uint8_t* b, Py_ssize_t m) 
     return i
 
 
+cdef inline Py_ssize_t read_bound_at(const EncoderState* st, const uint8_t* a, Py_ssize_t an,
+                                     Py_ssize_t c) noexcept nogil:
+    # R(c) for the encoder's pretokenizer: marker words decide every boundary up to c from the bytes below
+    # c + marker_len (each boundary test reads the marker-long spans on both sides of it, and the scan for
+    # the next end stops at the first that passes); the native kinds read what cut_read_bound bounds.
+    if st.pretok_kind == PRETOK_MARKER_WORDS:
+        return c + st.marker_len - 1
+    return cut_read_bound(a, an, c)
+
+
 cdef Py_ssize_t find_cut(const EncoderState* st, const uint8_t* a, Py_ssize_t an, const uint32_t* ids,
                          Py_ssize_t n_ids, const uint32_t* ck, Py_ssize_t n_ck, Py_ssize_t q,
                          Py_ssize_t* n_before) noexcept nogil:
@@ -290,50 +300,41 @@ cdef Py_ssize_t find_cut(const EncoderState* st, const uint8_t* a, Py_ssize_t an
         else:
             hi = mid - 1
     j = lo
-    if kind == PRETOK_MARKER_WORDS:
-        # Marker words: a piece ends where a marker follows a non-marker character, so the pieces up to a
-        # boundary c are decided by the bytes before c + marker_len (each boundary test reads the marker-long
-        # spans on both sides of it, and the scan for the next end stops at the first that passes).  Their ids
-        # do not spell the text (byte-fallback tokens read "<0xXX>"), so no boundary is counted between
-        # checkpoints: the cut is the last checkpoint (at most PREFIX_CK_EVERY bytes apart) that is safe.
-        while True:
-            c = ck[2 * j]
-            if c == 0 or c + st.marker_len <= q:
-                n_before[0] = ck[2 * j + 1]
-                return c
-            j -= 1
-    c = ck[2 * j]
-    nid = ck[2 * j + 1]
-    # the piece boundaries after c that could be safe (cut_read_bound(e) >= e + 3 must stay below q)
-    pos = c
-    boff = c
-    while pos + 4 <= q:
-        e = next_piece_end(kind, a, an, pos)      # pos < q <= an
-        if e + 4 > q:
-            break
-        while boff < e and nid < n_ids:           # tokens never straddle piece boundaries
-            boff += <Py_ssize_t>(t.offsets[ids[nid] + 1] - t.offsets[ids[nid]])
-            nid += 1
-        if boff != e:                             # ids do not spell the text: never guess
-            n_before[0] = 0
-            return 0
-        if cnt == CUT_WINDOW:                     # keep the last CUT_WINDOW (checkpoints make this rare)
-            memmove(bp, bp + 1, (CUT_WINDOW - 1) * sizeof(Py_ssize_t))
-            memmove(bn, bn + 1, (CUT_WINDOW - 1) * sizeof(Py_ssize_t))
-            cnt -= 1
-        bp[cnt] = e
-        bn[cnt] = nid
-        cnt += 1
-        pos = e
-    i = cnt - 1                                   # the latest safe one: usually within the last few
-    while i >= 0:
-        if cut_read_bound(a, an, bp[i]) < q:
-            n_before[0] = bn[i]
-            return bp[i]
-        i -= 1
+    # Marker words (SentencePiece-style files): their ids do not spell the text (byte-fallback tokens read
+    # "<0xXX>"), so no boundary is counted between checkpoints; the cut is a checkpoint (read_bound_at).
+    if kind != PRETOK_MARKER_WORDS:
+        c = ck[2 * j]
+        nid = ck[2 * j + 1]
+        # the piece boundaries after c that could be safe (cut_read_bound(e) >= e + 3 must stay below q)
+        pos = c
+        boff = c
+        while pos + 4 <= q:
+            e = next_piece_end(kind, a, an, pos)      # pos < q <= an
+            if e + 4 > q:
+                break
+            while boff < e and nid < n_ids:           # tokens never straddle piece boundaries
+                boff += <Py_ssize_t>(t.offsets[ids[nid] + 1] - t.offsets[ids[nid]])
+                nid += 1
+            if boff != e:                             # ids do not spell the text: never guess
+                n_before[0] = 0
+                return 0
+            if cnt == CUT_WINDOW:                     # keep the last CUT_WINDOW (checkpoints make this rare)
+                memmove(bp, bp + 1, (CUT_WINDOW - 1) * sizeof(Py_ssize_t))
+                memmove(bn, bn + 1, (CUT_WINDOW - 1) * sizeof(Py_ssize_t))
+                cnt -= 1
+            bp[cnt] = e
+            bn[cnt] = nid
+            cnt += 1
+            pos = e
+        i = cnt - 1                                   # the latest safe one: usually within the last few
+        while i >= 0:
+            if cut_read_bound(a, an, bp[i]) < q:
+                n_before[0] = bn[i]
+                return bp[i]
+            i -= 1
     while True:                                   # a run crossing q: back off to a checkpoint
         c = ck[2 * j]
-        if c == 0 or cut_read_bound(a, an, c) < q:
+        if c == 0 or read_bound_at(st, a, an, c) < q:
             n_before[0] = ck[2 * j + 1]
             return c
         j -= 1
