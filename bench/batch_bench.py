@@ -22,6 +22,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 SHARED = Path(os.environ.get("CTOK_SHARED", REPO.parent / "shared"))
+sys.path.insert(0, str(REPO / "bench"))
+from compare import fastokens_preset  # noqa: E402
 
 # (file, weight): chat traffic is mostly English prose and code
 SOURCES = [("en_dracula.txt", 4), ("en_botchan.txt", 2), ("en_python_docs.rst.txt", 2), ("code_python.txt", 3),
@@ -65,8 +67,7 @@ def runners(name, cores):
     }
     try:
         import fastokens
-        ft = fastokens.Tokenizer.from_tiktoken(str(path), pattern=recipe["pat_str"],
-                                               special_tokens=recipe["special_tokens"])
+        ft = fastokens.Tokenizer.from_tiktoken(str(path), **fastokens_preset(recipe))
         out["fastokens lists (own pool)"] = lambda ts: [e.ids for e in ft.encode_batch(ts, add_special_tokens=False)]
         out["fastokens flat (own pool)"] = lambda ts: ft.encode_batch_flat(ts, add_special_tokens=False)
     except Exception as e:  # noqa: BLE001 - a missing or refusing peer is reported, not fatal

@@ -171,6 +171,11 @@ def build_fastokens(family):
         if FAMILIES[family][0] == "hf":
             return fastokens.Tokenizer.from_file(family_file(family))
         r = recipe(family)
+        # Its own preset where it has one: fastokens' fast scanner needs its own pattern string, and tiktoken's
+        # cl100k pattern (the recipe's) is another spelling of the same splits (bench/compare.py).
+        if r["name"] in ("cl100k_base", "o200k_base"):
+            return fastokens.Tokenizer.from_tiktoken(family_file(family), encoding=r["name"],
+                                                     special_tokens=r["special_tokens"])
         return fastokens.Tokenizer.from_tiktoken(family_file(family), pattern=r["pat_str"],
                                                  special_tokens=r["special_tokens"])
     except Exception as e:  # a peer that refuses a file is a skip, not a failure
