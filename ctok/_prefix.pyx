@@ -15,7 +15,7 @@ sharing no first block with anything costs one probe); the node's entry is then 
 Eviction is least-recently-used by entry, within a byte budget; a node dies with the entry that owns it.
 What is kept: a text whose first block was never seen is only noted (admission: unrelated traffic costs a
 hash and two probes, and no memory); a text that extends a cached text entirely (a chat growing by a turn)
-replaces it; otherwise a text is kept when it adds at least min_bytes and 1/8 of the reused length of its
+replaces it, taking over its slot and so the nodes it owns (only the blocks past it get new nodes); otherwise a text is kept when it adds at least min_bytes and 1/8 of the reused length of its
 own (so 1,000 prompts = one system prompt + short messages keep one entry).  Texts under min_bytes are
 encoded directly.  Entry points: `encode(core, bytes)`, `encode_str(core, str)` and `bind(core)`, a
 drop-in for `core.encode_str` (Encoding's hot path); for SentencePiece-style encoders `encode_marked(core, str)`
@@ -62,8 +62,9 @@ conversion cost as much as the rest of a hit.  An entry made from a str keeps th
 (FRONT_SLOTS, keyed by samples of a str's first FRONT_UNITS code units and its kind) names the last such
 entry per key: a str prompt is compared with that str's code units first, and only the part past the common
 prefix is converted (the entry's UTF-8 stands for the rest; its byte length is counted from the nearer end of
-the entry's str).  A text the general path would keep is then handed to it whole; any other is answered at
-once.  Prompts of another kind than the entry's str, and lone surrogates, take the general path.
+the entry's str).  A text that extends the entry is kept at once (its match known, only its new blocks hashed,
+an ASCII str's code units serving as its UTF-8); another text the general path would keep is handed to it
+whole; any other is answered at once.  Prompts of another kind than the entry's str, and lone surrogates, take the general path.
 
 Thread safety: a lock guards the node table, the LRU order and the counters; verification, the tail
 encoding and list building run outside it (the tail with the GIL released).  An entry is immutable once
@@ -82,6 +83,7 @@ cdef extern from "Python.h":
         PyObject** ob_item
     const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
     Py_ssize_t PyUnicode_GET_LENGTH(object s)
+    bint PyUnicode_IS_ASCII(object s)
     int PyUnicode_KIND(object s)
     void* PyUnicode_DATA(object s)
     void* PyErr_Occurred()
@@ -596,6 +598,11 @@ cdef class PrefixCache:
         cdef const EncoderState* st = &core.state
         cdef int rc
         cdef bint keep
+        cdef object owner
+        cdef const uint8_t* s
+        cdef uint64_t* hashes = NULL
+        cdef uint64_t h
+        cdef Py_ssize_t n_blocks, first, k
         if not self._serves(core, True):
             return None
         # A look without the lock first (the GIL keeps the list read whole): unrelated texts take no lock here.
@@ -659,14 +666,37 @@ cdef class PrefixCache:
             if qb == n:
                 keep = False                      # a prefix of the entry's text
             if keep:
-                full = _Utf8Copy()
-                full.buf = <char*>malloc(n + 1)
-                if full.buf == NULL:
+                if PyUnicode_IS_ASCII(text):
+                    owner = text                  # its code units are its UTF-8
+                    s = raw
+                else:
+                    full = _Utf8Copy()
+                    full.buf = <char*>malloc(n + 1)
+                    if full.buf == NULL:
+                        raise MemoryError()
+                    memcpy(full.buf, e.s, p)
+                    memcpy(full.buf + p, buf, n - p)
+                    full.n = n
+                    owner = full
+                    s = <const uint8_t*>full.buf
+                if qb < e.n:
+                    return self._encode(core, owner, s, n, True, text)
+                # It extends the entry (a chat grown by a turn): the match is known, and only the node keys
+                # of the blocks past the entry's are needed (chained from its tail_hash).
+                n_blocks = n // PREFIX_BLOCK
+                first = e.n // PREFIX_BLOCK
+                hashes = <uint64_t*>malloc((n_blocks if n_blocks else 1) * sizeof(uint64_t))
+                if hashes == NULL:
                     raise MemoryError()
-                memcpy(full.buf, e.s, p)
-                memcpy(full.buf + p, buf, n - p)
-                full.n = n
-                return self._encode(core, full, <const uint8_t*>full.buf, n, True, text)
+                h = e.tail_hash
+                for k in range(first, n_blocks):
+                    h = chain_hash(h, s + k * PREFIX_BLOCK, k + 1)   # k < n_blocks: the block is inside s
+                    hashes[k] = h
+                result = self._finish(core, owner, s, n, text, e, qb, p, n_p, True, hashes, first)
+                self._acquire()
+                self.front_hits += 1
+                PyThread_release_lock(self._plock)
+                return result
             if idvec_reserve(&out, (n - p) // 3 + 16) != BPE_OK:
                 raise MemoryError()
             scp = core.take_scratch(&sc)
@@ -688,6 +718,7 @@ cdef class PrefixCache:
             return result
         finally:
             free(buf)
+            free(hashes)
             idvec_free(&out)
 
     def bind(self, CoreEncoder core not None):
@@ -720,19 +751,14 @@ cdef class PrefixCache:
         # data: the bytes, str or _Utf8Copy whose UTF-8 form is s[0:n]; a kept entry holds it (and so the buffer).
         # is_text: s[0:n] is valid UTF-8 (a str's); bytes input may hold any byte.  text: the exact str whose
         # UTF-8 s is (a kept entry holds it for the str front), or None.
-        cdef Py_ssize_t n_blocks = n // PREFIX_BLOCK, k, level = 0, q = 0, m, p = 0, n_p = 0, j, size
+        cdef Py_ssize_t n_blocks = n // PREFIX_BLOCK, k, level = 0, q = 0, p = 0, n_p = 0
         cdef const EncoderState* st = &core.state
-        cdef int rc
         cdef int32_t slot
         cdef uint64_t* hashes
-        cdef _Entry old = None, new
+        cdef _Entry old = None
         cdef const uint8_t* a
         cdef Py_ssize_t an = 0
-        cdef IdVec out, ck, view
-        cdef BpeScratch sc
-        cdef BpeScratch* scp
         cdef bint keep
-        cdef Py_ssize_t base
         cdef uint64_t small_hashes[64]
         if (self.max_bytes == 0 or n_blocks == 0 or n < self.min_bytes or n >= 0xFFFFFFF0
                 or not self._serves(core, is_text)):
@@ -744,8 +770,6 @@ cdef class PrefixCache:
             hashes = <uint64_t*>malloc(n_blocks * sizeof(uint64_t))
             if hashes == NULL:
                 raise MemoryError()
-        out.data = NULL; out.size = 0; out.cap = 0
-        ck.data = NULL; ck.size = 0; ck.cap = 0
         try:
             if n_blocks <= 512:
                 prefix_hashes(s, n_blocks, hashes)
@@ -793,13 +817,34 @@ cdef class PrefixCache:
                     finally:
                         PyThread_release_lock(self._plock)
                     return self._ids_list(core, old, old.n_ids, NULL, 0)
-                        # ---- the ids before the cut, then encode the rest with the GIL released
             # Keep the new text when nothing starts like it, when it extends the text it matched (a growing
             # chat: it replaces it), or when it adds enough of its own: at least min_bytes and 1/8 of the
             # reused part (many requests = one shared prefix + a short message then keep one entry).
             keep = old is None or q == an or (n - q >= self.min_bytes and n - q >= q // 8)
             if old is not None and q == n:
                 keep = False                      # a prefix of a cached text
+            return self._finish(core, data, s, n, text, old, q, p, n_p, keep, hashes, 0)
+        finally:
+            if hashes != small_hashes:
+                free(hashes)
+
+    cdef list _finish(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n, object text, _Entry old,
+                      Py_ssize_t q, Py_ssize_t p, Py_ssize_t n_p, bint keep, uint64_t* hashes, Py_ssize_t hashes_from):
+        """The ids of s[0:n]: old's ids before the safe cut p (n_p of them; old None: p = 0), then the pieces
+        from p on, encoded with the GIL released; a kept text becomes a new entry owning them (_insert).
+        q: the common prefix with old.  hashes[k] for k >= hashes_from: the node keys of s's blocks (those
+        below are computed when needed)."""
+        cdef Py_ssize_t n_blocks = n // PREFIX_BLOCK, j, size, base
+        cdef const EncoderState* st = &core.state
+        cdef int rc
+        cdef _Entry new
+        cdef IdVec out, ck
+        cdef BpeScratch sc
+        cdef BpeScratch* scp
+        out.data = NULL; out.size = 0; out.cap = 0
+        ck.data = NULL; ck.size = 0; ck.cap = 0
+        try:
+            # ---- the ids before the cut, then encode the rest with the GIL released
             base = n_p if keep else 0
             if idvec_reserve(&out, base + (n - p) // 3 + 16) != BPE_OK or idvec_reserve(&ck, 16) != BPE_OK:
                 raise MemoryError()
@@ -850,21 +895,7 @@ cdef class PrefixCache:
                     if n_p and old.pylist is not None:
                         new.pylist = old.pylist               # shared: its first n_p items are also our ids
                         new.pylist_n = n_p if n_p < old.pylist_n else old.pylist_n
-                    if self._free_slots:
-                        slot = self._free_slots.pop()
-                    else:
-                        slot = <int32_t>self._next_slot
-                        self._next_slot += 1
-                    new.slot = slot
-                    self._lru[slot] = new
-                    self._bytes_used += size
-                    self.inserts += 1
-                    for k in range(n_blocks):
-                        self._table_put(hashes[k], slot)
-                    if new.text is not None:
-                        self._front[new.front_key & (FRONT_SLOTS - 1)] = new   # masked to its length
-                    if old is not None and q == an and old.slot >= 0:
-                        self._remove(old)             # the new text extends it: it is redundant now
+                    self._insert(new, old, old is not None and q == old.n, s, hashes, hashes_from)
                 while self._bytes_used > self.max_bytes and self._lru:   # the new entry alone fits
                     self._remove(self._lru[next(iter(self._lru))])
                     self.evictions += 1
@@ -872,10 +903,47 @@ cdef class PrefixCache:
                 PyThread_release_lock(self._plock)
             return result
         finally:
-            if hashes != small_hashes:
-                free(hashes)
             idvec_free(&out)
             idvec_free(&ck)
+
+    cdef void _insert(self, _Entry new, _Entry old, bint extends, const uint8_t* s, uint64_t* hashes,
+                      Py_ssize_t hashes_from) except *:
+        """Cache new (the lock held), with a node per block of its text: hashes[k] for the first k + 1 blocks.
+        A text that extends old entirely (a chat grown by a turn) takes old's place, slot included: the nodes
+        old owns are keyed by old's blocks, which are new's first blocks, so they now lead to new, and only
+        the blocks past old's get nodes.  Nothing is rehashed, deleted or put again for the shared part, and
+        the keys below hashes_from are never needed.  Otherwise every block's node is put (computing the keys
+        below hashes_from from s), the newest entry with that prefix owning it."""
+        cdef Py_ssize_t n_blocks = new.n // PREFIX_BLOCK, k, first = 0
+        cdef int32_t slot
+        if extends and old.slot >= 0:
+            slot = <int32_t>old.slot
+            first = old.n // PREFIX_BLOCK
+            del self._lru[slot]                   # re-added below, as the most recent
+            if old.text is not None and self._front[old.front_key & (FRONT_SLOTS - 1)] is old:   # masked
+                self._front[old.front_key & (FRONT_SLOTS - 1)] = None
+            self._bytes_used -= old.size
+            old.slot = -1
+        else:
+            if hashes_from > 0:
+                prefix_hashes(s, hashes_from, hashes)
+            if self._free_slots:
+                slot = self._free_slots.pop()
+            else:
+                slot = <int32_t>self._next_slot
+                self._next_slot += 1
+        new.slot = slot
+        if n_blocks > first:
+            new.tail_hash = hashes[n_blocks - 1]
+        elif n_blocks > 0:
+            new.tail_hash = old.tail_hash         # first = n_blocks: old's blocks are all of new's
+        self._lru[slot] = new
+        self._bytes_used += new.size
+        self.inserts += 1
+        for k in range(first, n_blocks):
+            self._table_put(hashes[k], slot)
+        if new.text is not None:
+            self._front[new.front_key & (FRONT_SLOTS - 1)] = new   # masked to its length
 
     cdef list _ids_list(self, CoreEncoder core, _Entry old, Py_ssize_t n_p, const uint32_t* tail,
                         Py_ssize_t tail_n):

@@ -140,6 +140,40 @@ def test_corpus_chat_growth_and_shared_system_prompt(o200k):
     assert cache.stats()["hits"] >= 18 + 28
 
 
+@pytest.mark.parametrize("script", ["ascii", "mixed"])
+def test_growing_chat_keeps_one_entry_with_a_node_per_block(o200k, script):
+    """A chat growing by a turn per request (str prompts, answered by the str front, and bytes): each request
+    replaces the entry it extends, which then owns exactly one node per full block of the longer text, none
+    left over and none missing; a prompt that shares only the first turns still finds the grown entry."""
+    from _shared import corpus_text
+    core = o200k._core
+    text = corpus_text("en_botchan.txt" if script == "ascii" else "ru_bible_synodal.txt", 40_000)
+    for as_bytes in (False, True):
+        cache = PrefixCache(1 << 24)
+        chat = ""
+        for turn in range(16):
+            chat += ("\nuser: " if turn % 2 == 0 else "\nassistant: ") + text[turn * 900:(turn + 1) * 900]
+            data = chat.encode() if as_bytes else chat
+            got = cache.encode(core, data) if as_bytes else cache.encode_str(core, data)
+            assert got == core.encode_str(chat), (script, as_bytes, turn)
+            st = cache.stats()
+            if turn >= 2:                   # the first is short (passed through), the second only noted (admission)
+                assert st["entries"] == 1 and st["nodes"] == len(chat.encode()) // BLOCK, (script, turn, st)
+        if not as_bytes:
+            assert cache.stats()["front_hits"] >= 13
+        for share in (3, 10):                           # a prompt sharing 1/3, then 9/10, of the chat
+            st = cache.stats()
+            other = chat[:len(chat) * (share - 1) // share] + " and now something else entirely. " * 200   # kept: the trie answers
+            data = other.encode() if as_bytes else other
+            got = cache.encode(core, data) if as_bytes else cache.encode_str(core, data)
+            assert got == core.encode_str(other)
+            after = cache.stats()
+            assert after["hits"] == st["hits"] + 1
+            # reached through the nodes the grown entry added (found by the deepest node, not an older one)
+            assert after["reused_bytes"] - st["reused_bytes"] > len(other[:len(chat) * (share - 1) // share]
+                                                                  .encode()) - 2 * BLOCK
+
+
 def _auto_families():
     from _shared import TIKTOKEN_FAMILIES
     return [f for f in TIKTOKEN_FAMILIES if f.load == "auto" and not f.view_lines]
