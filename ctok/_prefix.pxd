@@ -33,6 +33,7 @@ cdef class _Entry:
     cdef Py_ssize_t cut_p       # cut_n ids before it (read and written with the GIL held, never released
     cdef Py_ssize_t cut_n       # in between)
     cdef uint64_t tail_hash     # the node key of its n // PREFIX_BLOCK blocks (chain_hash), 0 for none
+    cdef bint marked            # s is core.marked_bytes(text) (encode_marked), not text's UTF-8
 
 
 cdef class PrefixCache:
@@ -64,11 +65,12 @@ cdef class PrefixCache:
     cdef bint _serves(self, CoreEncoder core, bint is_text)
     cdef list _encode_text(self, CoreEncoder core, object text)
     cdef list _encode_marked_text(self, CoreEncoder core, object text)
-    cdef object _encode_front(self, CoreEncoder core, str text)
+    cdef object _encode_front(self, CoreEncoder core, str text, bint marked)
     cdef list _encode(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n, bint is_text,
-                      object text)
-    cdef list _finish(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n, object text, _Entry old,
-                      Py_ssize_t q, Py_ssize_t p, Py_ssize_t n_p, bint keep, uint64_t* hashes, Py_ssize_t hashes_from)
+                      object text, bint marked)
+    cdef list _finish(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n, object text, bint marked,
+                      _Entry old, Py_ssize_t q, Py_ssize_t p, Py_ssize_t n_p, bint keep, uint64_t* hashes,
+                      Py_ssize_t hashes_from)
     cdef void _insert(self, _Entry new, _Entry old, bint extends, const uint8_t* s, uint64_t* hashes,
                       Py_ssize_t hashes_from) except *
     cdef list _ids_list(self, CoreEncoder core, _Entry old, Py_ssize_t n_p, const uint32_t* tail, Py_ssize_t tail_n)

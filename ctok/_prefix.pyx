@@ -15,8 +15,9 @@ sharing no first block with anything costs one probe); the node's entry is then 
 Eviction is least-recently-used by entry, within a byte budget; a node dies with the entry that owns it.
 What is kept: a text whose first block was never seen is only noted (admission: unrelated traffic costs a
 hash and two probes, and no memory); a text that extends a cached text entirely (a chat growing by a turn)
-replaces it, taking over its slot and so the nodes it owns (only the blocks past it get new nodes); otherwise a text is kept when it adds at least min_bytes and 1/8 of the reused length of its
-own (so 1,000 prompts = one system prompt + short messages keep one entry).  Texts under min_bytes are
+replaces it, taking over its slot and so the nodes it owns (only the blocks past it get new nodes); otherwise
+a text is kept when it adds at least min_bytes and 1/8 of the reused length of its own (so 1,000 prompts = one
+system prompt + short messages keep one entry).  Texts under min_bytes are
 encoded directly.  Entry points: `encode(core, bytes)`, `encode_str(core, str)` and `bind(core)`, a
 drop-in for `core.encode_str` (Encoding's hot path); for SentencePiece-style encoders `encode_marked(core, str)`
 and `bind_marked(core)`, keyed on core.marked_bytes(text) (spaces written as the marker, the marker in front by
@@ -64,7 +65,8 @@ entry per key: a str prompt is compared with that str's code units first, and on
 prefix is converted (the entry's UTF-8 stands for the rest; its byte length is counted from the nearer end of
 the entry's str).  A text that extends the entry is kept at once (its match known, only its new blocks hashed,
 an ASCII str's code units serving as its UTF-8); another text the general path would keep is handed to it
-whole; any other is answered at once.  Prompts of another kind than the entry's str, and lone surrogates, take the general path.
+whole; any other is answered at once.  Prompts of another kind than the entry's str, and lone surrogates, take
+the general path.
 
 Thread safety: a lock guards the node table, the LRU order and the counters; verification, the tail
 encoding and list building run outside it (the tail with the GIL released).  An entry is immutable once
@@ -91,8 +93,13 @@ cdef extern from "Python.h":
 cdef extern from "_utf8.h":
     const char* ctok_utf8_view(object text, Py_ssize_t* n, char** owned)
     int ctok_str_ready(object text) except -1
-    Py_ssize_t ctok_utf8_write_units(object text, Py_ssize_t a, Py_ssize_t b, uint8_t* out) noexcept nogil
+    ctypedef struct ctok_marker:
+        uint8_t bytes[8]
+        int len
+    Py_ssize_t ctok_utf8_write_units_mk(object text, Py_ssize_t a, Py_ssize_t b, uint8_t* out,
+                                        const ctok_marker* mk) noexcept nogil
     Py_ssize_t ctok_utf8_len_units(object text, Py_ssize_t a, Py_ssize_t b) noexcept nogil
+    Py_ssize_t ctok_marked_len_units(object text, Py_ssize_t a, Py_ssize_t b, Py_ssize_t space_len) noexcept nogil
 
 cdef extern from *:
     """
@@ -534,7 +541,7 @@ cdef class PrefixCache:
     def encode(self, CoreEncoder core not None, bytes data not None):
         """core.encode_ordinary(data), reusing the ids of the longest safely cut cached prefix."""
         return self._encode(core, data, <const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), False,
-                            None)
+                            None, False)
 
     def encode_str(self, CoreEncoder core not None, text):
         """core.encode_str(text) through the cache (a long text's UTF-8 made by ctok, as the encoder makes it)."""
@@ -550,7 +557,7 @@ cdef class PrefixCache:
         n = PyUnicode_GET_LENGTH(text)
         if (n >= self.min_bytes and n >= FRONT_UNITS and n < 0x3FFFFFF0
                 and self.max_bytes != 0):
-            got = self._encode_front(core, text)
+            got = self._encode_front(core, text, False)
             if got is not None:
                 return got
         holder = _utf8_of(text, &s, &n)
@@ -558,7 +565,7 @@ cdef class PrefixCache:
             return core.encode_str(text)
         if n < self.min_bytes:
             return _direct(core, <const uint8_t*>s, n)
-        return self._encode(core, holder, <const uint8_t*>s, n, True, text)
+        return self._encode(core, holder, <const uint8_t*>s, n, True, text, False)
 
     cdef bint _serves(self, CoreEncoder core, bint is_text):
         """Whether the cache may serve core (a native pretokenizer, ids that spell their bytes: see
@@ -574,15 +581,19 @@ cdef class PrefixCache:
             self._served = core
         return self._served_text_ok if is_text else self._served_ok
 
-    cdef object _encode_front(self, CoreEncoder core, str text):
+    cdef object _encode_front(self, CoreEncoder core, str text, bint marked):
         """The str front: text's ids, or None when the general path must answer.  A str prompt sharing a long
         start with the str a cached entry was made from is compared with that str's code units (a memcmp),
         so the shared part is never converted to UTF-8: the entry's own UTF-8 stands for it.  Only the rest
         is converted, and when the text is not to be kept (a short new part, as the general path decides),
-        only that rest is encoded, as a text of its own from the safe cut p (the pieces from a piece boundary
-        depend on the bytes from there on only: see the proof above).  The candidate is the last entry made
-        from a str whose first FRONT_UNITS code units look the same (front_key); a deeper entry the trie would
-        find can only be missed when the new part is short (else the text is kept, through the general path)."""
+        only that rest is encoded, from the safe cut p (the pieces from a piece boundary depend on the bytes
+        from there on only: see the proof above; marker words' boundary test reads a marker-long span before a
+        boundary, so the encoder is also given that span before p, as it sees it in the whole text).  The candidate is the last entry made from a str whose first FRONT_UNITS code units look the
+        same (front_key); a deeper entry the trie would find can only be missed when the new part is short
+        (else the text is kept, through the general path).
+        marked: text is for encode_marked (SentencePiece-style encoders), whose bytes are core.marked_bytes(text):
+        every space written as the marker, and the marker in front by a rule that reads the text's first
+        marker-long bytes, so two strs sharing at least 8 code units (a marker is at most 8 bytes) share it."""
         cdef int kind = PyUnicode_KIND(text)
         cdef Py_ssize_t units = PyUnicode_GET_LENGTH(text), e_units, m, qc, qb, p, n_p = 0, got, n, end
         cdef const uint8_t* raw = <const uint8_t*>PyUnicode_DATA(text)
@@ -602,12 +613,17 @@ cdef class PrefixCache:
         cdef const uint8_t* s
         cdef uint64_t* hashes = NULL
         cdef uint64_t h
-        cdef Py_ssize_t n_blocks, first, k
+        cdef Py_ssize_t n_blocks, first, k, c0, pre
+        cdef ctok_marker mk
+        cdef const ctok_marker* mkp = NULL
+        cdef Py_ssize_t ctx = 0                   # bytes before the cut given to the encoder (marker words)
+        cdef Py_ssize_t per = kind + 1 if kind < 4 else 4    # UTF-8 bytes per code unit at most
+        cdef uint8_t head[96]                     # 8 code units marked, and the slack: at most 8 * 8 + 8 bytes
         if not self._serves(core, True):
             return None
         # A look without the lock first (the GIL keeps the list read whole): unrelated texts take no lock here.
         e = <_Entry>self._front[key & (FRONT_SLOTS - 1)]       # masked to its length
-        if e is None or e.front_key != key:
+        if e is None or e.front_key != key or e.marked != marked:
             return None
         self._acquire()
         try:
@@ -636,8 +652,27 @@ cdef class PrefixCache:
             finally:
                 PyThread_release_lock(self._plock)
             return self._ids_list(core, e, e.n_ids, NULL, 0)
-        # where character qc starts in the entry's UTF-8, counted from the nearer end
-        qb = ctok_utf8_len_units(et, 0, qc) if qc <= e_units - qc else e.n - ctok_utf8_len_units(et, qc, e_units)
+        # where character qc starts in the entry's UTF-8 (marked: its marked bytes), counted from the nearer end
+        if not marked:
+            qb = ctok_utf8_len_units(et, 0, qc) if qc <= e_units - qc else e.n - ctok_utf8_len_units(et, qc, e_units)
+        else:
+            if qc < 8:
+                return None                       # the marker-in-front rule may read past the shared start
+            memset(&mk, 0, sizeof(ctok_marker))
+            memcpy(mk.bytes, st.marker, st.marker_len)     # <= 8 bytes (checked at construction)
+            mk.len = st.marker_len
+            mkp = &mk
+            ctx = st.marker_len
+            if per < ctx:
+                per = ctx
+            if qc <= e_units - qc:
+                # whether the entry's bytes open with the marker put in front: decided by its first 8 code
+                # units' marked bytes, as marked_bytes decides it
+                k = ctok_utf8_write_units_mk(et, 0, 8, head, mkp)
+                pre = st.marker_len if core._prepends(head, k) else 0
+                qb = pre + ctok_marked_len_units(et, 0, qc, st.marker_len)
+            else:
+                qb = e.n - ctok_marked_len_units(et, qc, e_units, st.marker_len)
         # Prompts = one shared prefix + a message mostly end their common prefix at the same place: the cut
         # found for it last time is the cut again (find_cut is a function of the entry and q).
         if e.cut_q == qb:
@@ -650,14 +685,16 @@ cdef class PrefixCache:
             e.cut_n = n_p
         out.data = NULL; out.size = 0; out.cap = 0
         try:
-            # the text's UTF-8 from p: the entry's bytes up to qb, then the rest converted
-            buf = <uint8_t*>malloc(qb - p + (units - qc) * (kind + 1 if kind < 4 else 4) + 1)
+            # the text's bytes from c0 (the cut, less the bytes before it that decide pieces after it): the
+            # entry's bytes up to qb, then the rest converted (a marker's slack past the end)
+            c0 = p - ctx if p > ctx else 0
+            buf = <uint8_t*>malloc(qb - c0 + (units - qc) * per + 16)
             if buf == NULL:
                 raise MemoryError()
-            memcpy(buf, e.s + p, qb - p)          # p <= qb <= e.n
-            got = ctok_utf8_write_units(text, qc, units, buf + (qb - p))
+            memcpy(buf, e.s + c0, qb - c0)        # c0 <= p <= qb <= e.n
+            got = ctok_utf8_write_units_mk(text, qc, units, buf + (qb - c0), mkp)
             if got < 0:
-                return None                       # a surrogate: the general path repairs it
+                return None                       # a surrogate: the general path repairs it, or raises
             n = qb + got
             if n >= 0xFFFFFFF0:
                 return None
@@ -666,7 +703,7 @@ cdef class PrefixCache:
             if qb == n:
                 keep = False                      # a prefix of the entry's text
             if keep:
-                if PyUnicode_IS_ASCII(text):
+                if PyUnicode_IS_ASCII(text) and not marked:
                     owner = text                  # its code units are its UTF-8
                     s = raw
                 else:
@@ -674,13 +711,13 @@ cdef class PrefixCache:
                     full.buf = <char*>malloc(n + 1)
                     if full.buf == NULL:
                         raise MemoryError()
-                    memcpy(full.buf, e.s, p)
-                    memcpy(full.buf + p, buf, n - p)
+                    memcpy(full.buf, e.s, c0)
+                    memcpy(full.buf + c0, buf, n - c0)
                     full.n = n
                     owner = full
                     s = <const uint8_t*>full.buf
                 if qb < e.n:
-                    return self._encode(core, owner, s, n, True, text)
+                    return self._encode(core, owner, s, n, True, text, marked)
                 # It extends the entry (a chat grown by a turn): the match is known, and only the node keys
                 # of the blocks past the entry's are needed (chained from its tail_hash).
                 n_blocks = n // PREFIX_BLOCK
@@ -692,7 +729,7 @@ cdef class PrefixCache:
                 for k in range(first, n_blocks):
                     h = chain_hash(h, s + k * PREFIX_BLOCK, k + 1)   # k < n_blocks: the block is inside s
                     hashes[k] = h
-                result = self._finish(core, owner, s, n, text, e, qb, p, n_p, True, hashes, first)
+                result = self._finish(core, owner, s, n, text, marked, e, qb, p, n_p, True, hashes, first)
                 self._acquire()
                 self.front_hits += 1
                 PyThread_release_lock(self._plock)
@@ -701,10 +738,10 @@ cdef class PrefixCache:
                 raise MemoryError()
             scp = core.take_scratch(&sc)
             if n - p < 2048:
-                rc = encode_state_span(st, buf, n - p, 0, n - p, &out, scp, &end)
+                rc = encode_state_span(st, buf, n - c0, p - c0, n - c0, &out, scp, &end)
             else:
                 with nogil:
-                    rc = encode_state_span(st, buf, n - p, 0, n - p, &out, scp, &end)
+                    rc = encode_state_span(st, buf, n - c0, p - c0, n - c0, &out, scp, &end)
             core.give_scratch(scp, &sc)
             if rc != BPE_OK:
                 raise MemoryError()
@@ -736,21 +773,27 @@ cdef class PrefixCache:
         cdef bytes data
         if type(text) is not str:
             text = exact_str(text)
+        cdef object got
         if self.max_bytes == 0 or PyUnicode_GET_LENGTH(text) < self.min_bytes:
             return core._encode_marked(text)
+        ctok_str_ready(text)
+        if PyUnicode_GET_LENGTH(text) >= FRONT_UNITS and PyUnicode_GET_LENGTH(text) < 0x3FFFFFF0:
+            got = self._encode_front(core, text, True)
+            if got is not None:
+                return got
         data = core.marked_bytes(text)
         return self._encode(core, data, <const uint8_t*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), True,
-                            None)
+                            text, True)
 
     def bind_marked(self, CoreEncoder core not None):
         """A callable text -> ids: `core.encode_marked` through this cache."""
         return _BoundMarked(self, core).encode_marked
 
     cdef list _encode(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n, bint is_text,
-                      object text):
+                      object text, bint marked):
         # data: the bytes, str or _Utf8Copy whose UTF-8 form is s[0:n]; a kept entry holds it (and so the buffer).
         # is_text: s[0:n] is valid UTF-8 (a str's); bytes input may hold any byte.  text: the exact str whose
-        # UTF-8 s is (a kept entry holds it for the str front), or None.
+        # UTF-8 s is (marked: whose marked bytes s is), kept by a kept entry for the str front, or None.
         cdef Py_ssize_t n_blocks = n // PREFIX_BLOCK, k, level = 0, q = 0, p = 0, n_p = 0
         cdef const EncoderState* st = &core.state
         cdef int32_t slot
@@ -823,13 +866,14 @@ cdef class PrefixCache:
             keep = old is None or q == an or (n - q >= self.min_bytes and n - q >= q // 8)
             if old is not None and q == n:
                 keep = False                      # a prefix of a cached text
-            return self._finish(core, data, s, n, text, old, q, p, n_p, keep, hashes, 0)
+            return self._finish(core, data, s, n, text, marked, old, q, p, n_p, keep, hashes, 0)
         finally:
             if hashes != small_hashes:
                 free(hashes)
 
-    cdef list _finish(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n, object text, _Entry old,
-                      Py_ssize_t q, Py_ssize_t p, Py_ssize_t n_p, bint keep, uint64_t* hashes, Py_ssize_t hashes_from):
+    cdef list _finish(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n, object text, bint marked,
+                      _Entry old, Py_ssize_t q, Py_ssize_t p, Py_ssize_t n_p, bint keep, uint64_t* hashes,
+                      Py_ssize_t hashes_from):
         """The ids of s[0:n]: old's ids before the safe cut p (n_p of them; old None: p = 0), then the pieces
         from p on, encoded with the GIL released; a kept text becomes a new entry owning them (_insert).
         q: the common prefix with old.  hashes[k] for k >= hashes_from: the node keys of s's blocks (those
@@ -891,6 +935,7 @@ cdef class PrefixCache:
                     new.size = size
                     if text is not None and PyUnicode_GET_LENGTH(text) >= FRONT_UNITS:
                         new.text = text           # front_key reads FRONT_UNITS code units
+                        new.marked = marked
                         new.front_key = front_key(<const uint8_t*>PyUnicode_DATA(text), PyUnicode_KIND(text))
                     if n_p and old.pylist is not None:
                         new.pylist = old.pylist               # shared: its first n_p items are also our ids

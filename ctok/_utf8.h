@@ -247,12 +247,17 @@ static inline int ctok_str_ready(PyObject* text) {
  * room for (b - a) * (2, 3 or 4 for a 1-, 2- or 4-byte kind) + 1 bytes: returns the number of bytes, or -1
  * at a surrogate.  The prefix cache converts only the part of a prompt that its cached prefix does not
  * cover. */
-static inline Py_ssize_t ctok_utf8_write_units(PyObject* text, Py_ssize_t a, Py_ssize_t b, uint8_t* out) {
+static inline Py_ssize_t ctok_utf8_write_units_mk(PyObject* text, Py_ssize_t a, Py_ssize_t b, uint8_t* out,
+                                                  const ctok_marker* mk) {
     int kind = PyUnicode_KIND(text);
     const char* d = (const char*)PyUnicode_DATA(text);
-    if (kind == PyUnicode_1BYTE_KIND) return ctok_utf8_from_ucs1((const uint8_t*)d + a, b - a, out, NULL);
-    if (kind == PyUnicode_2BYTE_KIND) return ctok_utf8_from_ucs2((const uint16_t*)d + a, b - a, out, NULL);
-    return ctok_utf8_from_ucs4((const uint32_t*)d + a, b - a, out, NULL);
+    if (kind == PyUnicode_1BYTE_KIND) return ctok_utf8_from_ucs1((const uint8_t*)d + a, b - a, out, mk);
+    if (kind == PyUnicode_2BYTE_KIND) return ctok_utf8_from_ucs2((const uint16_t*)d + a, b - a, out, mk);
+    return ctok_utf8_from_ucs4((const uint32_t*)d + a, b - a, out, mk);
+}
+
+static inline Py_ssize_t ctok_utf8_write_units(PyObject* text, Py_ssize_t a, Py_ssize_t b, uint8_t* out) {
+    return ctok_utf8_write_units_mk(text, a, b, out, NULL);
 }
 
 /* The length of the UTF-8 of text[a:b] (an exact, ready str holding no surrogate): counted, not written, so
@@ -272,6 +277,24 @@ static inline Py_ssize_t ctok_utf8_len_units(PyObject* text, Py_ssize_t a, Py_ss
         for (i = a; i < b; i++) n += (s[i] >= 0x80) + (s[i] >= 0x800) + (s[i] >= 0x10000);
     }
     return n;
+}
+
+/* The same with each space written as a marker of space_len bytes (ctok_utf8_write_units_mk's output). */
+static inline Py_ssize_t ctok_marked_len_units(PyObject* text, Py_ssize_t a, Py_ssize_t b, Py_ssize_t space_len) {
+    int kind = PyUnicode_KIND(text);
+    const void* d = PyUnicode_DATA(text);
+    Py_ssize_t i, spaces = 0;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const uint8_t* s = (const uint8_t*)d;
+        for (i = a; i < b; i++) spaces += s[i] == 0x20;
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        const uint16_t* s = (const uint16_t*)d;
+        for (i = a; i < b; i++) spaces += s[i] == 0x20;
+    } else {
+        const uint32_t* s = (const uint32_t*)d;
+        for (i = a; i < b; i++) spaces += s[i] == 0x20;
+    }
+    return ctok_utf8_len_units(text, a, b) + spaces * (space_len - 1);
 }
 
 /* The copying half of ctok_utf8_view, for a str that ctok_utf8_view_cheap left to it: callable without the

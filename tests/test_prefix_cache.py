@@ -592,6 +592,68 @@ def test_marker_words_cut_adversarially(sp_cores, rel):
     assert raw.stats()["hits"] > 5
 
 
+SP_POOLS = {
+    "ascii": [a for a in SP_ATOMS if a.isascii()],
+    "latin1": [a for a in SP_ATOMS if max(map(ord, a)) < 0x100],
+    "ucs4": SP_ATOMS,
+}
+
+
+@pytest.mark.parametrize("rel", SP_FILES)
+def test_marked_str_front_equals_uncached(sp_cores, rel):
+    """The str front for encode_marked: prompts parting from a cached str anywhere (inside space and marker
+    runs, at a character that starts like the marker), opening with a space, a marker or a letter (the
+    marker-in-front rule), a prefix, an extension (a growing chat), a lone surrogate: always
+    core.encode_marked's ids, and the front answers most of them."""
+    core = sp_cores[rel]
+    rnd = random.Random(SEED * 17 + len(rel))
+    front = 0
+    for pool_name, pool in SP_POOLS.items():
+        cache = PrefixCache(1 << 22, min_bytes=200)
+        for opening in (" ", "\u2581", "  x", "a"):
+            base = opening + "".join(rnd.choice(pool) for _ in range(rnd.randint(300, 700)))
+            for _ in range(2):                         # the second sighting is kept (admission)
+                assert cache.encode_marked(core, base) == core.encode_marked(base)
+            for _ in range(25):
+                v = _str_variant(rnd, base, pool)
+                if "\ud800" in v:
+                    with pytest.raises(UnicodeEncodeError):
+                        cache.encode_marked(core, v)
+                    continue
+                assert cache.encode_marked(core, v) == core.encode_marked(v), (pool_name, base, v)
+                if rnd.random() < 0.2:
+                    base = v if len(v) > 600 else base     # a growing chat: the text extends the entry
+        stats = cache.stats()
+        assert stats["bytes_used"] <= stats["max_bytes"]
+        front += stats["front_hits"]
+    assert front > 60
+    # One cache asked for both readings of the same strs: an entry made for one never answers the other.
+    cache = PrefixCache(1 << 22, min_bytes=200)
+    base = " " + "".join(rnd.choice(SP_POOLS["latin1"]) for _ in range(800))
+    for i in range(12):
+        t = base + " turn %d " % i
+        assert cache.encode_marked(core, t) == core.encode_marked(t)
+        assert cache.encode_str(core, t + "!") == core.encode_str(t + "!")
+
+
+@pytest.mark.parametrize("rel", SP_FILES)
+def test_marked_growing_chat_keeps_one_entry_with_a_node_per_block(sp_cores, rel):
+    """A chat growing by a turn per request through encode_marked: the front keeps each request in place of the
+    last (one entry, one node per block of its marked bytes), and every result is core.encode_marked's."""
+    from _shared import corpus_text
+    core = sp_cores[rel]
+    text = corpus_text("en_dracula.txt", 30_000)
+    cache = PrefixCache(1 << 24)
+    chat = ""
+    for turn in range(12):
+        chat += ("\nuser: " if turn % 2 == 0 else "\nassistant: ") + text[turn * 900:(turn + 1) * 900]
+        assert cache.encode_marked(core, chat) == core.encode_marked(chat), (rel, turn)
+        st = cache.stats()
+        if turn >= 2:
+            assert st["entries"] == 1 and st["nodes"] == len(core.marked_bytes(chat)) // BLOCK, (rel, turn, st)
+    assert cache.stats()["front_hits"] >= 9
+
+
 @pytest.mark.parametrize("rel", SP_FILES)
 def test_sentencepiece_files_use_the_cache_exactly(rel):
     """SentencePiece-style tokenizer.json files have the cache on by default; prompts sharing a long start reuse
