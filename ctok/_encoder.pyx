@@ -108,6 +108,8 @@ cdef extern from "Python.h":
     PyObject* PyList_GET_ITEM(object lst, Py_ssize_t i)
     Py_ssize_t PyLong_AsSsize_t(object o) except? -1
     void Py_INCREF_ptr "Py_INCREF"(PyObject* o)
+    Py_ssize_t PyUnicode_Tailmatch(object text, object substr, Py_ssize_t start, Py_ssize_t end,
+                                   int direction) except -1
     void Py_DECREF_ptr "Py_DECREF"(PyObject* o)
     PyObject* PyBytes_New_ptr "PyBytes_FromStringAndSize"(const char* v, Py_ssize_t n)
     char* PyBytes_AS_STRING_ptr "PyBytes_AS_STRING"(PyObject* o)
@@ -1556,11 +1558,14 @@ cdef struct FirstChars:
     int nsec[8]
 
 
-cdef dict first_chars_set(FirstChars* fc, names):
-    # Fill fc from the tokens' texts `names` (non-empty) and return what holds_none needs beside it: the
-    # tokens of two or more characters by their first two, as (their distinct lengths, the set of them).
-    # Why a set by length, not a list to try in turn: Mistral 7B v0.3 has 760 tokens starting "[c".
+cdef list first_chars_set(FirstChars* fc, names):
+    # Fill fc from the tokens' texts `names` (non-empty) and return what holds_none needs beside it: for first
+    # character i and second character j of fc, at [8 * i + j], the tokens starting with those two, as (their
+    # distinct lengths, the set of them, the tuple of them when FEW_NAMES or fewer, else None).  A few are each
+    # compared in place (no slice of the text made); many are looked up by length in the set: Mistral 7B v0.3
+    # has 760 tokens starting "[c".
     cdef dict groups = {}, by_prefix = {}
+    cdef list by_ij = [None] * 64
     cdef int i, j
     for name in names:
         groups.setdefault(name[0], set()).add(name[1] if len(name) > 1 else None)
@@ -1569,7 +1574,7 @@ cdef dict first_chars_set(FirstChars* fc, names):
     fc.n = 0
     if len(groups) > 8:
         fc.n = -1
-        return {}
+        return by_ij
     for ch in sorted(groups):
         i = fc.n
         fc.c[i] = ord(ch)                           # i < 8: at most 8 distinct first characters
@@ -1581,8 +1586,11 @@ cdef dict first_chars_set(FirstChars* fc, names):
             for j, second in enumerate(sorted(seconds)):
                 fc.sec[i][j] = ord(second)          # j < 8: at most 8 distinct second characters
                 fc.nsec[i] = j + 1
+                v = by_prefix[ch + second]
+                by_ij[8 * i + j] = (tuple(sorted({len(name) for name in v})), frozenset(v),
+                                    tuple(sorted(set(v))) if len(set(v)) <= FEW_NAMES else None)
         fc.n += 1
-    return {k: (tuple(sorted({len(name) for name in v})), frozenset(v)) for k, v in by_prefix.items()}
+    return by_ij
 
 
 cdef enum:
@@ -1594,17 +1602,19 @@ cdef enum:
     # and Qwen 3's; still, text made of such prefixes stays linear.
     PREFIX_CHECKS = 64
     PREFIX_CHECK_CHARS = 256
+    FEW_NAMES = 8               # tokens sharing their first two characters compared one by one, in place
 
 
-cdef bint holds_none(str text, const FirstChars* fc, dict by_prefix) except -1:
+cdef bint holds_none(str text, const FirstChars* fc, list by_ij) except -1:
     # True when text holds none of the tokens (fc.n >= 0): no first character, or each occurrence of one
     # followed by none of its second characters, or few enough occurrences of a token's first two characters
-    # (see PREFIX_CHECKS) where none of the tokens starting with them (by_prefix) begins.  A token of two or
-    # more characters cannot start elsewhere.
+    # (see PREFIX_CHECKS) where none of the tokens starting with them (by_ij, from first_chars_set) begins.  A
+    # token of two or more characters cannot start elsewhere.
     cdef Py_ssize_t n, pos, ln
     cdef Py_ssize_t max_checks, checks = 0
     cdef int i, j
     cdef Py_UCS4 nxt
+    cdef tuple group
     ctok_str_ready(text)                # ctok_find_char and the normal-form check after it read the code units
     n = PyUnicode_GET_LENGTH(text)
     max_checks = PREFIX_CHECKS + n // PREFIX_CHECK_CHARS
@@ -1620,10 +1630,15 @@ cdef bint holds_none(str text, const FirstChars* fc, dict by_prefix) except -1:
                         checks += 1
                         if checks > max_checks:
                             return False
-                        lengths, names = by_prefix[text[pos:pos + 2]]
-                        for ln in lengths:
-                            if text[pos:pos + ln] in names:
-                                return False
+                        group = <tuple>by_ij[8 * i + j]              # set for every (i, j) of fc
+                        if group[2] is not None:
+                            for name in <tuple>group[2]:
+                                if PyUnicode_Tailmatch(text, name, pos, n, -1):   # text[pos:] starts with it
+                                    return False
+                        else:
+                            for ln in <tuple>group[0]:
+                                if text[pos:pos + ln] in <frozenset>group[1]:
+                                    return False
                         break
             pos = ctok_find_char(text, fc.c[i], pos + 1, n)
     return True
@@ -1635,11 +1650,11 @@ cdef class TokenScan:
     per set of names (Encoding caches it), so a check for disallowed special tokens costs a scan in C per text,
     and the regex runs only on the texts returned."""
     cdef FirstChars fc
-    cdef dict by_prefix
+    cdef list by_ij
 
     def __init__(self, names):
         names = [name for name in names if name]
-        self.by_prefix = first_chars_set(&self.fc, names)
+        self.by_ij = first_chars_set(&self.fc, names)
         if not names:
             self.fc.n = 0                           # nothing to find: every text holds none
 
@@ -1652,7 +1667,7 @@ cdef class TokenScan:
         if self.fc.n < 0:
             return list(range(len(texts)))
         return [i for i in range(len(texts))
-                if type(texts[i]) is not str or not holds_none(<str>texts[i], &self.fc, self.by_prefix)]
+                if type(texts[i]) is not str or not holds_none(<str>texts[i], &self.fc, self.by_ij)]
 
 
 cdef extern from "_nf_check.h":
@@ -1732,7 +1747,7 @@ cdef enum:
     ROUTE_NORMALIZE = 3     # no added token, but the normal forms change the text: see normalized_plain
 
 
-cdef int route_of(str text, const Route* r, dict all_prefix, dict rest_prefix, tuple forms,
+cdef int route_of(str text, const Route* r, list all_prefix, list rest_prefix, tuple forms,
                   unsigned nf) except -1:
     # Text holding no added token goes plain; text holding only tokens the core splits at goes split;
     # both only when the normal forms leave the text as it is (nf = nf_mask(forms)).
@@ -1778,7 +1793,7 @@ def _nf_props_table():
     return bytes(out)
 
 
-cdef object normalized_plain(str text, object normalize, object plain, const Route* r, dict all_prefix):
+cdef object normalized_plain(str text, object normalize, object plain, const Route* r, list all_prefix):
     # Text holding no added token that the normal forms change: HF matches no added token in it (none is
     # there raw), normalizes it whole (one segment), matches the normalized tokens in that, then
     # pre-tokenizes: so when the normalized text holds none either, its ids are plain(normalized).  None:
@@ -1828,8 +1843,8 @@ cdef class CompiledRoute:
     cdef object split_plain
     cdef object normalize           # text -> its normal forms, as HF computes them (None: slow route)
     cdef Route route
-    cdef dict all_prefix
-    cdef dict rest_prefix
+    cdef list all_prefix
+    cdef list rest_prefix
     cdef tuple forms                # Unicode normal forms HF applies first: only text they leave as is goes
     cdef unsigned nf_mask           # nf_mask(forms)
     cdef CoreEncoder core           # not None when plain is core.encode_str: called here without a Python call
