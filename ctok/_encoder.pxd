@@ -69,6 +69,10 @@ cdef struct EncoderState:
 cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, IdVec* out,
                       BpeScratch* sc) noexcept nogil
 
+# The leftmost-longest added token in s[i:n]: its start (n when none), its index in added in k_out.
+cdef Py_ssize_t added_next(const AddedSplit* a, const uint8_t* s, Py_ssize_t n, Py_ssize_t i,
+                           Py_ssize_t* k_out) noexcept nogil
+
 # The same after splitting s[0:n] at the added tokens `added` (each appended as its id), the text between
 # two encoded as a text of its own.
 cdef int encode_added(const EncoderState* st, const AddedSplit* added, const uint8_t* s, Py_ssize_t n,

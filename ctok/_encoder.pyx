@@ -200,47 +200,50 @@ cdef inline int encode_with(const EncoderState* st, const AddedSplit* added, con
     return encode_state(st, s, n, out, sc)
 
 
-cdef int encode_added(const EncoderState* st, const AddedSplit* a, const uint8_t* s, Py_ssize_t n, IdVec* out,
-                      BpeScratch* sc) noexcept nogil:
-    # HF's added-vocabulary split (leftmost-longest), then each gap as a text of its own.  Scanning left to
-    # right and trying, at each byte, the tokens starting with it longest first finds the leftmost match
-    # and, there, the longest.  Empty gaps encode to nothing, as HF drops empty splits.
-    cdef Py_ssize_t i = 0, seg = 0, k, ln
-    cdef int rc
+cdef Py_ssize_t added_next(const AddedSplit* a, const uint8_t* s, Py_ssize_t n, Py_ssize_t i,
+                           Py_ssize_t* k_out) noexcept nogil:
+    # HF's added-vocabulary match (leftmost-longest) in s[i:n]: scanning left to right and trying, at each
+    # byte, the tokens starting with it longest first finds the leftmost match and, there, the longest.
+    # Returns its start, its index in k_out; n when there is none.
+    cdef Py_ssize_t k, ln
     cdef uint8_t b, c
-    cdef bint found
     while i < n:
         b = s[i]                                              # i < n
         if a.start[b] == a.start[b + 1]:                      # b + 1 <= 256: start has 257 entries
             i += 1
             continue
         c = s[i + 1] if i + 1 < n else 0
-        found = False
         if i + 1 < n and (a.second[b][c >> 3] >> (c & 7)) & 1:
-            for k in range(a.start[b], a.start[b + 1]):      # longest first
+            for k in range(a.start[b], a.start[b + 1]):      # longest first (the one-byte token last)
                 ln = a.off[k + 1] - a.off[k]
                 if ln <= n - i and memcmp(a.blob + a.off[k], s + i, ln) == 0:   # s[i:i + ln] inside s
-                    found = True
-                    break
+                    k_out[0] = k
+                    return i
         elif a.single[b]:
-            k = a.start[b + 1] - 1                            # the one-byte token sorts last among b's
-            ln = 1
-            found = True
-        if not found:
-            i += 1
-            continue
+            k_out[0] = a.start[b + 1] - 1                     # the one-byte token sorts last among b's
+            return i
+        i += 1
+    return n
+
+
+cdef int encode_added(const EncoderState* st, const AddedSplit* a, const uint8_t* s, Py_ssize_t n, IdVec* out,
+                      BpeScratch* sc) noexcept nogil:
+    # HF's added-vocabulary split (added_next), then each gap as a text of its own.  Empty gaps encode to
+    # nothing, as HF drops empty splits.
+    cdef Py_ssize_t i, seg = 0, k = 0
+    cdef int rc
+    while True:
+        i = added_next(a, s, n, seg, &k)
         if i > seg:
             rc = encode_state(st, s + seg, i - seg, out, sc)
             if rc != BPE_OK:
                 return rc
-        rc = idvec_push(out, a.ids[k])
+        if i >= n:
+            return BPE_OK
+        rc = idvec_push(out, a.ids[k])                        # k < a.n: set by added_next
         if rc != BPE_OK:
             return rc
-        i += ln
-        seg = i
-    if n > seg:
-        return encode_state(st, s + seg, n - seg, out, sc)
-    return BPE_OK
+        seg = i + (a.off[k + 1] - a.off[k])
 
 
 cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos,
@@ -1850,7 +1853,8 @@ cdef class CompiledRoute:
     cdef CoreEncoder core           # not None when plain is core.encode_str: called here without a Python call
     cdef PlainRoute plain_route     # not None when plain is a PlainRoute's method: the same, through call_plain
 
-    cdef int set_route(self, CoreEncoder core, names, plain, tuple forms, split, normalize) except -1:
+    cdef int set_route(self, CoreEncoder core, names, plain, tuple forms, split, normalize,
+                       split_plain=None) except -1:
         names = [name for name in names if name]
         self.all_prefix = first_chars_set(&self.route.all, names + [t for t in split if t])
         self.rest_prefix = first_chars_set(&self.route.rest, names)
@@ -1861,7 +1865,8 @@ cdef class CompiledRoute:
         self.core = core if plain is None or plain == core.encode_str else None
         owner = getattr(plain, "__self__", None)
         self.plain_route = owner if isinstance(owner, PlainRoute) and plain == owner.plain else None
-        self.split_plain = core.encode_str_split if split else None
+        # split_plain: core.encode_str_split, or the same through a split PrefixCache
+        self.split_plain = (core.encode_str_split if split_plain is None else split_plain) if split else None
         self.normalize = normalize
         return 0
 
@@ -1926,8 +1931,8 @@ cdef class FastEncode(CompiledRoute):
     cdef object post
 
     def __init__(self, CoreEncoder core, slow, special_names, plain=None, *, tuple forms=(), split=(),
-                 normalize=None, post=None):
-        self.set_route(core, special_names, plain, forms, split, normalize)
+                 normalize=None, post=None, split_plain=None):
+        self.set_route(core, special_names, plain, forms, split, normalize, split_plain)
         self.slow = slow
         self.post = post
 
@@ -1959,8 +1964,9 @@ cdef class FastOrdinary(CompiledRoute):
     `core.encode_str_split`; all else to `slow`."""
     cdef object slow
 
-    def __init__(self, CoreEncoder core, slow, tokens, *, tuple forms=(), plain=None, split=(), normalize=None):
-        self.set_route(core, tokens, plain, forms, split, normalize)
+    def __init__(self, CoreEncoder core, slow, tokens, *, tuple forms=(), plain=None, split=(), normalize=None,
+                 split_plain=None):
+        self.set_route(core, tokens, plain, forms, split, normalize, split_plain)
         if self.route.rest.n < 0:
             raise ValueError("FastOrdinary: at most 8 first characters")
         self.slow = slow

@@ -39,6 +39,8 @@ cdef class _Entry:
 cdef class PrefixCache:
     cdef readonly Py_ssize_t max_bytes
     cdef readonly Py_ssize_t min_bytes
+    cdef readonly bint split    # texts are split at the encoder's added tokens first (encode_str_split's ids)
+    cdef Py_ssize_t _split_lmax # the served encoder's longest added token, in bytes (split caches)
     cdef PyThread_type_lock _plock
     cdef object _served         # the last encoder checked by byte_exact, and the answers: for any bytes, for
     cdef bint _served_ok        # valid UTF-8 (str input)
@@ -74,3 +76,4 @@ cdef class PrefixCache:
     cdef void _insert(self, _Entry new, _Entry old, bint extends, const uint8_t* s, uint64_t* hashes,
                       Py_ssize_t hashes_from) except *
     cdef list _ids_list(self, CoreEncoder core, _Entry old, Py_ssize_t n_p, const uint32_t* tail, Py_ssize_t tail_n)
+    cdef list _pass(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n)

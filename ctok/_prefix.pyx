@@ -68,6 +68,15 @@ an ASCII str's code units serving as its UTF-8); another text the general path w
 whole; any other is answered at once.  Prompts of another kind than the entry's str, and lone surrogates, take
 the general path.
 
+Split caches (PrefixCache(..., split=True), for tokenizer.json files' texts holding added tokens the encoder
+splits at, such as Qwen's <think>): ids are core.encode_str_split's, the added tokens found first (leftmost-
+longest) and each text between two encoded as a text of its own.  An added token starting at i is decided by
+the bytes [i, i + its length), so those starting before q - lmax + 1 (lmax: the longest added token) are the
+same in both texts, and so is every text between two of them; find_cut is asked for that shorter common
+prefix.  A boundary it finds has ids spelling the text before it and its read bound below that prefix, so the
+pieces before it are the same whatever the text between two tokens ends with.  Its walk from a checkpoint stops
+at an added token (whose id spans text the walk reads as pieces); a checkpoint follows every added token.
+
 Thread safety: a lock guards the node table, the LRU order and the counters; verification, the tail
 encoding and list building run outside it (the tail with the GIL released).  An entry is immutable once
 made, and the caller holds a reference to the entry it reuses, so a concurrent eviction cannot free it.
@@ -123,7 +132,7 @@ from ctok._bpe cimport (IdVec, BpeScratch, BPE_OK, BPE_NOMEM, idvec_reserve, idv
 from ctok._pretok cimport (next_piece_end, ctok_char, PRETOK_N_KINDS, PRETOK_WHOLE, CT_WS, CT_L, CT_UP, CT_LO,
                            CT_M)
 from ctok._encoder cimport (CoreEncoder, exact_str, EncoderState, encode_state_span, PRETOK_MARKER_WORDS,
-                           PlainRoute)
+                           PlainRoute, AddedSplit, added_next)
 
 # Default byte budget of a PrefixCache (the Encoding setting / CTOK_PREFIX_CACHE_BYTES override it).
 DEFAULT_PREFIX_CACHE_BYTES = 64 << 20
@@ -265,6 +274,34 @@ cdef int encode_from(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Py_
     return rc
 
 
+cdef int encode_split_from(const EncoderState* st, const AddedSplit* added, const uint8_t* s, Py_ssize_t n,
+                           Py_ssize_t pos, IdVec* out, IdVec* ck, BpeScratch* sc) noexcept nogil:
+    """encode_from for a split cache: s[0:n] split at the added tokens from pos on (a piece boundary or an
+    added token's end), each found appended as its id with a checkpoint after it, and each text between two
+    encoded as a text of its own with its checkpoints (encode_str_split's ids).  The piece at pos starts a
+    text here: the pieces from a piece boundary depend on the bytes from there on only (see the proof)."""
+    cdef Py_ssize_t seg = pos, i, k = 0, j, before
+    cdef int rc = BPE_OK
+    while True:
+        i = added_next(added, s, n, seg, &k)
+        if i > seg:
+            before = ck.size
+            rc = encode_from(st, s + seg, i - seg, 0, out, ck, sc)
+            j = before
+            while j < ck.size:                    # its checkpoints' offsets are the gap's: make them the text's
+                ck.data[j] += <uint32_t>seg
+                j += 2
+            if rc != BPE_OK:
+                return rc
+        if i >= n:
+            return BPE_OK
+        if idvec_push(out, added.ids[k]) != BPE_OK:          # k < added.n: set by added_next
+            return BPE_NOMEM
+        seg = i + (added.off[k + 1] - added.off[k])
+        if seg < n and (idvec_push(ck, <uint32_t>seg) != BPE_OK or idvec_push(ck, <uint32_t>out.size) != BPE_OK):
+            return BPE_NOMEM
+
+
 cdef Py_ssize_t common_prefix(const uint8_t* a, const uint8_t* b, Py_ssize_t m) noexcept nogil:
     """Length of the longest common prefix of a[0:m] and b[0:m]."""
     cdef Py_ssize_t i = 0
@@ -294,9 +331,11 @@ cdef inline Py_ssize_t read_bound_at(const EncoderState* st, const uint8_t* a, P
 
 cdef Py_ssize_t find_cut(const EncoderState* st, const uint8_t* a, Py_ssize_t an, const uint32_t* ids,
                          Py_ssize_t n_ids, const uint32_t* ck, Py_ssize_t n_ck, Py_ssize_t q,
-                         Py_ssize_t* n_before) noexcept nogil:
+                         Py_ssize_t* n_before, bint split=False) noexcept nogil:
     """The largest piece boundary p of the cached text a[0:an] found safe for any text sharing a[0:q]
-    (cut_read_bound(p) < q, or p = 0), and in n_before the number of ids before it."""
+    (cut_read_bound(p) < q, or p = 0), and in n_before the number of ids before it.  split: the ids are
+    encode_str_split's, and the walk from a checkpoint stops at an added token (its id spans the token's
+    text, which the walk reads as pieces); the boundaries found before it stand."""
     cdef Py_ssize_t lo = 0, hi = n_ck - 1, mid, j, c, pos, e, boff, nid, cnt = 0, i
     cdef Py_ssize_t bp[CUT_WINDOW]
     cdef Py_ssize_t bn[CUT_WINDOW]
@@ -324,8 +363,10 @@ cdef Py_ssize_t find_cut(const EncoderState* st, const uint8_t* a, Py_ssize_t an
             while boff < e and nid < n_ids:           # tokens never straddle piece boundaries
                 boff += <Py_ssize_t>(t.offsets[ids[nid] + 1] - t.offsets[ids[nid]])
                 nid += 1
-            if boff != e:                             # ids do not spell the text: never guess
-                n_before[0] = 0
+            if boff != e:
+                if split:
+                    break                             # an added token: the boundaries before it stand
+                n_before[0] = 0                       # ids do not spell the text: never guess
                 return 0
             if cnt == CUT_WINDOW:                     # keep the last CUT_WINDOW (checkpoints make this rare)
                 memmove(bp, bp + 1, (CUT_WINDOW - 1) * sizeof(Py_ssize_t))
@@ -398,11 +439,13 @@ cdef class PrefixCache:
         if self._seen == NULL:
             raise MemoryError()
 
-    def __init__(self, Py_ssize_t max_bytes=DEFAULT_PREFIX_CACHE_BYTES, Py_ssize_t min_bytes=DEFAULT_MIN_BYTES):
+    def __init__(self, Py_ssize_t max_bytes=DEFAULT_PREFIX_CACHE_BYTES, Py_ssize_t min_bytes=DEFAULT_MIN_BYTES,
+                 *, bint split=False):
         if max_bytes < 0 or min_bytes < 0:
             raise ValueError("max_bytes and min_bytes must be >= 0")
         self.max_bytes = max_bytes
         self.min_bytes = min_bytes
+        self.split = split
         self._lru = OrderedDict()
         self._front = [None] * FRONT_SLOTS
         self._free_slots = []
@@ -556,28 +599,47 @@ cdef class PrefixCache:
         ctok_str_ready(text)
         n = PyUnicode_GET_LENGTH(text)
         if (n >= self.min_bytes and n >= FRONT_UNITS and n < 0x3FFFFFF0
-                and self.max_bytes != 0):
+                and self.max_bytes != 0 and not self.split):
             got = self._encode_front(core, text, False)
             if got is not None:
                 return got
         holder = _utf8_of(text, &s, &n)
         if holder is None:                        # lone surrogates: the encoder's own repair path
-            return core.encode_str(text)
+            return core.encode_str_split(text) if self.split else core.encode_str(text)
         if n < self.min_bytes:
-            return _direct(core, <const uint8_t*>s, n)
+            return self._pass(core, holder, <const uint8_t*>s, n)
         return self._encode(core, holder, <const uint8_t*>s, n, True, text, False)
+
+    cdef list _pass(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n):
+        """s[0:n] encoded without the cache (data keeps it alive): the core's ids, split at its added tokens
+        for a split cache."""
+        if self.split:
+            if core.added == NULL:
+                raise ValueError("a split PrefixCache serves encoders with added tokens (set_added_split)")
+            return core._encode_utf8(s, n, core.added)
+        return _plain(core, data)
 
     cdef bint _serves(self, CoreEncoder core, bint is_text):
         """Whether the cache may serve core (a native pretokenizer, ids that spell their bytes: see
         byte_exact) for str input (is_text) or for any bytes."""
         cdef int kind = core.pretok_kind
         cdef bint kind_ok
+        cdef Py_ssize_t k
         if core is not self._served:
             kind_ok = PRETOK_WHOLE < kind < PRETOK_N_KINDS
             self._served_ok = kind_ok and byte_exact(core, False)
             self._served_text_ok = kind_ok and byte_exact(core, True)
             if kind == PRETOK_MARKER_WORDS:       # cut at checkpoints only (find_cut): ids need not spell bytes
-                self._served_ok = self._served_text_ok = True
+                self._served_ok = self._served_text_ok = not self.split
+            if self.split:
+                # encode_str_split's ids: the encoder's added tokens first (none: nothing to serve)
+                if core.added == NULL:
+                    self._served_ok = self._served_text_ok = False
+                else:
+                    self._split_lmax = 1
+                    for k in range(core.added.n):
+                        if core.added.off[k + 1] - core.added.off[k] > self._split_lmax:
+                            self._split_lmax = core.added.off[k + 1] - core.added.off[k]
             self._served = core
         return self._served_text_ok if is_text else self._served_ok
 
@@ -771,6 +833,8 @@ cdef class PrefixCache:
 
     cdef list _encode_marked_text(self, CoreEncoder core, object text):
         cdef bytes data
+        if self.split:
+            raise ValueError("a split PrefixCache serves encode_str_split, not encode_marked")
         if type(text) is not str:
             text = exact_str(text)
         cdef object got
@@ -794,7 +858,7 @@ cdef class PrefixCache:
         # data: the bytes, str or _Utf8Copy whose UTF-8 form is s[0:n]; a kept entry holds it (and so the buffer).
         # is_text: s[0:n] is valid UTF-8 (a str's); bytes input may hold any byte.  text: the exact str whose
         # UTF-8 s is (marked: whose marked bytes s is), kept by a kept entry for the str front, or None.
-        cdef Py_ssize_t n_blocks = n // PREFIX_BLOCK, k, level = 0, q = 0, p = 0, n_p = 0
+        cdef Py_ssize_t n_blocks = n // PREFIX_BLOCK, k, level = 0, q = 0, p = 0, n_p = 0, qq
         cdef const EncoderState* st = &core.state
         cdef int32_t slot
         cdef uint64_t* hashes
@@ -806,7 +870,7 @@ cdef class PrefixCache:
         if (self.max_bytes == 0 or n_blocks == 0 or n < self.min_bytes or n >= 0xFFFFFFF0
                 or not self._serves(core, is_text)):
             self.passthrough += 1
-            return _plain(core, data)
+            return self._pass(core, data, s, n)
         if n_blocks <= 64:
             hashes = small_hashes
         else:
@@ -843,15 +907,22 @@ cdef class PrefixCache:
             finally:
                 PyThread_release_lock(self._plock)
             if level < 0:
-                return _plain(core, data)
+                return self._pass(core, data, s, n)
             # ---- verify the match byte for byte, extend it, find the cut (outside the lock)
             if old is not None:
                 a = old.s
                 an = old.n
+                # A split cache cuts where no added token can straddle the common prefix's end: one starting at
+                # i is decided by the bytes [i, i + its length), so those starting before q - lmax + 1 are the
+                # same in both texts, and so is the text between two of them.
+                qq = q
                 with nogil:
                     q = common_prefix(s, a, n if n < an else an)
                     if not (q == n and n == an):
-                        p = find_cut(st, a, an, old.ids, old.n_ids, old.ck, old.n_ck, q, &n_p)
+                        qq = q
+                        if self.split:
+                            qq = q - self._split_lmax + 1 if q > self._split_lmax else 0
+                        p = find_cut(st, a, an, old.ids, old.n_ids, old.ck, old.n_ck, qq, &n_p, self.split)
                 if q == n and n == an:                   # the same text again
                     self._acquire()
                     try:
@@ -906,7 +977,10 @@ cdef class PrefixCache:
                     raise MemoryError()
             scp = core.take_scratch(&sc)
             with nogil:
-                rc = encode_from(st, s, n, p, &out, &ck, scp)
+                if self.split:
+                    rc = encode_split_from(st, core.added, s, n, p, &out, &ck, scp)   # added: _serves checked it
+                else:
+                    rc = encode_from(st, s, n, p, &out, &ck, scp)
             core.give_scratch(scp, &sc)
             if rc != BPE_OK:
                 raise MemoryError()

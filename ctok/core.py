@@ -100,6 +100,7 @@ class Encoding:
         # (HF normalizers/added tokens, a regex fallback) are refused there with CTOK_ERR_UNSUPPORTED.
         self._core.c_api_ok = hf_pipeline is None and self._split_fallback is None
         self._prefix_cache = None
+        self._split_cache = None            # tokenizer.json files: texts split at added tokens (set_prefix_cache)
         self._batch_route = None            # a tokenizer.json file's CompiledRoute for batches (_set_hf_shortcuts)
         self._plain = self._core.encode_str
         self._marked = None                 # a SentencePiece-style file's compiled route (set_prefix_cache)
@@ -128,6 +129,9 @@ class Encoding:
             self._core.set_added_split(split)
         names = [b.decode("ascii") for b, _ in split]
         plain = (self._marked or self._core.encode_marked) if marked else self._plain
+        split_plain = None
+        if split and not marked and self._split_cache is not None:
+            split_plain = self._split_cache.bind(self._core)    # a chat template's text, through its own cache
         normalize = None
         if forms:
             from functools import partial
@@ -136,13 +140,13 @@ class Encoding:
         # The routes' `call` methods are bound, not the objects: a method call takes CPython's vectorcall
         # path (FastOrdinary.call).
         ordinary = FastOrdinary(self._core, self._encode_ordinary_slow, tokens, forms=forms,
-                                plain=plain, split=names, normalize=normalize)
+                                plain=plain, split=names, normalize=normalize, split_plain=split_plain)
         self.encode_ordinary = ordinary.call
         # Batches: the texts this route sends plain are the core's encode_str texts, so they may be encoded
         # together without the GIL (not for SentencePiece-style files, whose plain step writes markers).
         self._batch_route = None if marked else ordinary
         self.encode = FastEncode(self._core, self._encode_full, tokens, plain, forms=forms, split=names,
-                                 normalize=normalize, post=self._hf.post_process).call
+                                 normalize=normalize, post=self._hf.post_process, split_plain=split_plain).call
 
     def _encode_ordinary_slow(self, text):
         return Encoding.encode_ordinary(self, text)
@@ -150,9 +154,11 @@ class Encoding:
     def set_prefix_cache(self, max_bytes: Optional[int]) -> None:
         """Reuse the ids of shared prompt prefixes (ctok._prefix), within max_bytes of memory; 0 turns it
         off, None takes CTOK_PREFIX_CACHE_BYTES or the default.  Results never change.  For a tokenizer.json
-        file it serves the texts that take the compiled route (no added token's text, nothing for the
-        normalizer to change); a file whose every text needs Python stages has no cache.  A SentencePiece-style
-        file's cache (its compiled route is encode_marked) keys on the text as that route sees it."""
+        file it serves the texts that take the compiled route (no added token's text, or only added tokens the
+        core splits at, such as Qwen's <think>; nothing for the normalizer to change); a file whose every text
+        needs Python stages has no cache.  Texts split at added tokens have a cache of their own (their ids are
+        not the plain reading's), the budget shared half and half.  A SentencePiece-style file's cache (its
+        compiled route is encode_marked) keys on the text as that route sees it."""
         native = self._native_plain()
         route = None if native else self._hf_route()
         if not native and route is None:
@@ -161,6 +167,13 @@ class Encoding:
         from ._prefix import PrefixCache, DEFAULT_PREFIX_CACHE_BYTES
         if max_bytes is None:
             max_bytes = int(os.environ.get("CTOK_PREFIX_CACHE_BYTES", DEFAULT_PREFIX_CACHE_BYTES))
+        # A tokenizer.json file whose compiled route splits text at added tokens (a chat template's
+        # <|im_start|>) keeps those texts in a cache of their own (their ids differ from the plain reading of
+        # the same bytes): the budget is shared half and half.
+        splits = route is not None and route[2] and not route[3] and max_bytes > 0
+        self._split_cache = PrefixCache(max_bytes - max_bytes // 2, split=True) if splits else None
+        if splits:
+            max_bytes //= 2
         self._prefix_cache = PrefixCache(max_bytes) if max_bytes > 0 else None
         if self._hf is not None and self._hf._encoder is self._core:
             self._hf.segment_cache = self._prefix_cache      # text holding special or added tokens
@@ -215,7 +228,12 @@ class Encoding:
     def prefix_cache_stats(self) -> Optional[dict]:
         """The prefix cache's counters (hits, misses, reused_bytes, evictions, entries, bytes_used, ...),
         or None when it is off."""
-        return None if self._prefix_cache is None else self._prefix_cache.stats()
+        if self._prefix_cache is None:
+            return None
+        stats = self._prefix_cache.stats()
+        if self._split_cache is not None:
+            stats["split"] = self._split_cache.stats()   # texts split at added tokens (set_prefix_cache)
+        return stats
 
     # ---- introspection ----
     def __repr__(self):

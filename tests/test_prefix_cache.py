@@ -174,6 +174,88 @@ def test_growing_chat_keeps_one_entry_with_a_node_per_block(o200k, script):
                                                                   .encode()) - 2 * BLOCK
 
 
+# Added tokens the core splits at (HF's added vocabulary, leftmost-longest), with prefixes of one another and
+# fragments of them, so that prompts part from cached ones inside a token, right before or after one.
+SPLIT_TOKENS = [b"<think>", b"</think>", b"<thinking>", b"<t", b"ab", b"[x]", b"<|im_start|>", b"<|im_end|>"]
+SPLIT_ATOMS = SPLIT_TOKENS + [b"<", b"<th", b"<thi", b"think>", b">", b"</", b"</th", b"a", b"b", b"[", b"]", b"x",
+                              b"<|", b"<|im", b"<|im_st", b"art|>", b"|>", b"_"]
+# Text between the tokens: long enough runs that checkpoints fall inside them too.
+PLAIN_ATOMS = [b" ", b"  ", b"\n", b"word", b" word", b" Word", b"12", b"345", b"'s", b".", b", ", b"(x)",
+               "\u4e2d".encode(), "\u00e9".encode(), b"\t", b"  \n"]
+
+
+def _split_text(rnd, n_atoms):
+    return b"".join(rnd.choice(SPLIT_ATOMS) if rnd.random() < 0.08 else rnd.choice(PLAIN_ATOMS)
+                    for _ in range(n_atoms)).decode()
+
+
+@pytest.fixture(scope="module")
+def split_core(o200k):
+    core = CoreEncoder(vocab=o200k._core.vocab, pretok_kind=o200k._core.pretok_kind)
+    core.set_added_split([(t, 199_000 + i) for i, t in enumerate(SPLIT_TOKENS)])
+    return core
+
+
+def test_split_cache_cuts_adversarially(split_core):
+    """A split cache (texts split at the encoder's added tokens first): prompts parting from cached ones anywhere,
+    inside an added token or one of its prefixes, give core.encode_str_split's ids; reuse still happens across
+    added tokens."""
+    core = split_core
+    rnd = random.Random(SEED * 19)
+    cache = PrefixCache(1 << 22, min_bytes=0, split=True)
+    for _ in range(16):
+        base = _split_text(rnd, rnd.randint(60, 600))
+        assert cache.encode_str(core, base) == core.encode_str_split(base)
+        for _ in range(40):
+            k = rnd.randint(0, len(base))
+            tail = b"".join(rnd.choice(SPLIT_ATOMS) for _ in range(rnd.randint(0, 8))).decode()
+            v = base[:k] + tail + base[k:] if rnd.random() < 0.3 else base[:k] + tail
+            assert cache.encode_str(core, v) == core.encode_str_split(v), (base, v)
+            if rnd.random() < 0.1:
+                base = v if len(v) > 100 else base
+    st = cache.stats()
+    assert st["hits"] > 100 and st["reused_bytes"] > 0 and st["front_hits"] == 0
+    plain = PrefixCache(1 << 22, min_bytes=0)
+    assert plain.encode_str(core, base) == core.encode_str(base)      # a plain cache keeps the plain reading
+
+
+def test_split_cache_serves_split_encoders_only(o200k, split_core, sp_cores):
+    cache = PrefixCache(1 << 20, min_bytes=0, split=True)
+    text = "x" * 300 + "<think>" + "y" * 300
+    with pytest.raises(ValueError):
+        cache.encode_str(o200k._core, text)           # no added tokens to split at
+    with pytest.raises(ValueError):
+        cache.encode_marked(sp_cores["mistral-7b-v0.1"], text)
+    assert cache.encode_str(split_core, text) == split_core.encode_str_split(text)
+
+
+def test_tokenizer_json_texts_with_added_tokens_use_their_cache():
+    """Qwen 3: text holding its non-special added tokens (<think>, <tool_call>) is split by the core and goes
+    through the encoding's split cache; a chat growing by turns that hold them gets HF's ids and reuses its
+    prefix."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from _shared import vocab_path, corpus_text
+    path = str(vocab_path("qwen3", "tokenizer.json"))
+    enc = ctok.load(path)
+    enc.set_prefix_cache(None)                   # a fresh cache: ctok.load's encodings are shared by other tests
+    ref = tokenizers.Tokenizer.from_file(path)
+    text = corpus_text("en_dracula.txt", 40_000)
+    chat = ""
+    for i in range(16):
+        chat += "\nuser: " + text[i * 1000:i * 1000 + 600]
+        chat += "\nassistant: <think>\n" + text[20_000 + i * 300:20_000 + i * 300 + 300] + "</think>" + \
+            rnd_tail(i) + "<tool_call>{}</tool_call>"
+        assert enc.encode(chat) == ref.encode(chat, add_special_tokens=False).ids, i
+        assert enc.encode_ordinary(chat) == ref.encode(chat, add_special_tokens=False).ids, i
+    split = enc.prefix_cache_stats()["split"]
+    assert split["hits"] >= 20 and split["entries"] >= 1
+    enc.set_prefix_cache(None)
+
+
+def rnd_tail(i):
+    return ["", " ", "\n", "  x", "<thi", "<think"][i % 6]
+
+
 def _auto_families():
     from _shared import TIKTOKEN_FAMILIES
     return [f for f in TIKTOKEN_FAMILIES if f.load == "auto" and not f.view_lines]
