@@ -11,6 +11,8 @@ Workloads:
   chat_growth     a chat growing by one ~1 KB turn per request, 50 turns (fresh cache per run)
   no_shared       texts sharing no prefix (2,000 corpus slices of 50-2,000 bytes, and 200 of 8-32 KB):
                   the cache's overhead when it never helps
+  chat_added_tokens  the chat with <think> blocks in its assistant turns, through Encoding.encode_ordinary, for
+                  tokenizer.json files whose core splits at such added tokens (Qwen 3): their split cache
   floor           (shared_system, chat_last_turn) what any cache returning a new list must still do: copy the
                   ids into a new list, free it, and read the whole prompt; cache off / floor bounds every cache
 """
@@ -174,6 +176,27 @@ def run(args):
           f"(turns are ~{sum(len(t) for t in turns) / len(turns):.0f}); reused {st['reused_bytes']} bytes; "
           f"{st['hits']} hits, {st['misses']} misses")
 
+    # ---- chat_added_tokens: the chat again, its assistant turns holding <think> blocks, through the Encoding
+    # (tokenizer.json files whose core splits at such added tokens: Qwen 3; their split cache)
+    enc.set_prefix_cache(None)
+    if getattr(enc, "_split_cache", None) is not None:
+        think = [("\nuser: " if i % 2 == 0 else
+                  "\nassistant: <think>\n" + drac[200_000 + 300 * i:200_000 + 300 * (i + 1)] + "\n</think>\n")
+                 + drac[300_000 + 1000 * i:300_000 + 1000 * (i + 1)] for i in range(50)]
+        think_chats = ["".join(think[:i + 1]) for i in range(50)]
+        think_sides = {"ctok off": 0, "ctok prefix cache": None}
+        for name, setting in think_sides.items():
+            last = []
+            for _ in range(args.repeat * 2):
+                enc.set_prefix_cache(setting)
+                for c in think_chats[:-1]:
+                    enc.encode_ordinary(c)
+                t0 = time.perf_counter()
+                enc.encode_ordinary(think_chats[-1])
+                last.append(time.perf_counter() - t0)
+            results[("chat_added_tokens_last", name)] = min(last)
+        enc.set_prefix_cache(None)
+
     # ---- no_shared: distinct texts, no common prefixes
     pool = "".join(texts.values())
     small = []
@@ -238,6 +261,8 @@ def report(results):
          results.get(("chat_last_turn", "ctok prefix cache"), 0) / results[("chat_one_turn_alone", "ctok off")]),
         ("chat last request: floor / its new turn alone",
          results[("chat_last_turn", "floor")] / results[("chat_one_turn_alone", "ctok off")]),
+        ("chat with <think> turns, last request: cache off / on",
+         r("chat_added_tokens_last", "ctok prefix cache", "ctok off")),
         ("no_shared_small: cache on / off (goal <= 1.03)", r("no_shared_small", "ctok off", "ctok prefix cache")),
         ("no_shared_large: cache on / off (goal <= 1.03)", r("no_shared_large", "ctok off", "ctok prefix cache")),
     ]
