@@ -100,7 +100,8 @@ class Encoding:
         # (HF normalizers/added tokens, a regex fallback) are refused there with CTOK_ERR_UNSUPPORTED.
         self._core.c_api_ok = hf_pipeline is None and self._split_fallback is None
         self._prefix_cache = None
-        self._split_cache = None            # tokenizer.json files: texts split at added tokens (set_prefix_cache)
+        self._split_cache = None            # texts split at added or special tokens natively (set_prefix_cache)
+        self._split_all = None              # tiktoken files: text -> ids with every special token recognised
         self._batch_route = None            # a tokenizer.json file's CompiledRoute for batches (_set_hf_shortcuts)
         self._plain = self._core.encode_str
         self._marked = None                 # a SentencePiece-style file's compiled route (set_prefix_cache)
@@ -167,10 +168,11 @@ class Encoding:
         from ._prefix import PrefixCache, DEFAULT_PREFIX_CACHE_BYTES
         if max_bytes is None:
             max_bytes = int(os.environ.get("CTOK_PREFIX_CACHE_BYTES", DEFAULT_PREFIX_CACHE_BYTES))
-        # A tokenizer.json file whose compiled route splits text at added tokens (a chat template's
-        # <|im_start|>) keeps those texts in a cache of their own (their ids differ from the plain reading of
-        # the same bytes): the budget is shared half and half.
-        splits = route is not None and route[2] and not route[3] and max_bytes > 0
+        # Texts split natively at added tokens (a tokenizer.json file's <think>) or, in a tiktoken file, at every
+        # special token when all are allowed (a chat template's <|im_start|>) keep a cache of their own (their
+        # ids differ from the plain reading of the same bytes): the budget is shared half and half.
+        specials = native and self._specials_split()
+        splits = (specials or (route is not None and route[2] and not route[3])) and max_bytes > 0
         self._split_cache = PrefixCache(max_bytes - max_bytes // 2, split=True) if splits else None
         if splits:
             max_bytes //= 2
@@ -186,6 +188,9 @@ class Encoding:
             return
         # Hot paths straight into the compiled encoder (str in, list out), through the cache if on.
         self._plain = self._core.encode_str if self._prefix_cache is None else self._prefix_cache.bind(self._core)
+        if specials:
+            self._split_all = (self._core.encode_str_split if self._split_cache is None
+                               else self._split_cache.bind(self._core))
         if not native:
             self._set_hf_shortcuts()
         elif self.long_input_split:
@@ -195,6 +200,17 @@ class Encoding:
         else:
             self.encode_ordinary = self._plain
             self.encode = FastEncode(self._core, self._encode_full, self.special_tokens, self._plain).call
+
+    def _specials_split(self) -> bool:
+        """Whether the core splits at this tiktoken file's special tokens (set here once): every one is
+        non-empty ASCII, which the core's added-token split requires; it then finds them as _special_re does,
+        leftmost and, there, longest (CoreEncoder.set_added_split)."""
+        names = self.special_tokens
+        if not names or not all(name and name.isascii() for name in names):
+            return False
+        if not self._core.added_split:
+            self._core.set_added_split([(name.encode("ascii"), tid) for name, tid in names.items()])
+        return True
 
     def _with_options(self, *, long_input_split: bool, reload_args=None) -> "Encoding":
         """A copy sharing this encoding's tables, with other encode options (see `ctok.load`)."""
@@ -327,6 +343,8 @@ class Encoding:
     def _encode_with_specials(self, text: str, allowed: frozenset) -> List[int]:
         if not allowed:
             return self._encode_plain(text)
+        if self._split_all is not None and allowed == self._special_names:
+            return self._split_all(text)           # the core splits at every special token (its split cache)
         r = self._special_re(allowed)
         out: List[int] = []
         start = 0

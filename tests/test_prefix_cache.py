@@ -222,8 +222,9 @@ def test_split_cache_cuts_adversarially(split_core):
 def test_split_cache_serves_split_encoders_only(o200k, split_core, sp_cores):
     cache = PrefixCache(1 << 20, min_bytes=0, split=True)
     text = "x" * 300 + "<think>" + "y" * 300
+    bare = CoreEncoder(vocab=o200k._core.vocab, pretok_kind=o200k._core.pretok_kind)
     with pytest.raises(ValueError):
-        cache.encode_str(o200k._core, text)           # no added tokens to split at
+        cache.encode_str(bare, text)                  # no added tokens to split at
     with pytest.raises(ValueError):
         cache.encode_marked(sp_cores["mistral-7b-v0.1"], text)
     assert cache.encode_str(split_core, text) == split_core.encode_str_split(text)
@@ -262,8 +263,47 @@ def _auto_families():
 
 
 @pytest.mark.parametrize("family", _auto_families(), ids=lambda f: f.id)
+def test_every_special_allowed_splits_natively_through_its_cache(family):
+    """allowed_special="all" in a tiktoken file whose special tokens are all ASCII: the core splits at them and
+    the split cache serves the text (a chat template's output).  Random texts of special tokens, fragments of
+    them and ordinary text, prompts parting from cached ones anywhere, and a growing templated chat give
+    tiktoken's ids, with the cache on and off."""
+    from _shared import reference_encoding, shared_dir
+    shared_dir()
+    enc = ctok.load(str(family.source_file()))
+    if enc._split_all is None:
+        pytest.skip("special tokens the core cannot split at")
+    ref = reference_encoding(family.folder, family.recipe)   # tiktoken, with the file's id offset (Tekken)
+    enc.set_prefix_cache(None)                   # a fresh cache: ctok.load's encodings are shared by other tests
+    rnd = random.Random(SEED * 23 + len(family.id))
+    names = sorted(enc.special_tokens)
+    names = [names[0], names[-1]] + rnd.sample(names, min(4, len(names)))
+    atoms = names + [n[:k] for n in names for k in (1, 2, len(n) // 2, len(n) - 1) if k > 0] + \
+        [a.decode("utf-8", "replace") for a in ATOMS]
+    for _ in range(6):
+        base = "".join(rnd.choice(atoms) for _ in range(rnd.randint(200, 500)))
+        for _ in range(2):
+            assert enc.encode(base, allowed_special="all") == ref.encode(base, allowed_special="all")
+        for _ in range(20):
+            k = rnd.randint(0, len(base))
+            v = base[:k] + "".join(rnd.choice(atoms) for _ in range(rnd.randint(0, 10)))
+            assert enc.encode(v, allowed_special="all") == ref.encode(v, allowed_special="all"), (base, v)
+            if rnd.random() < 0.2 and len(v) > 300:
+                base = v
+    chat = ""
+    for i in range(12):
+        chat += names[0] + "user\n" + "".join(rnd.choice(atoms[len(names):]) for _ in range(120)) + names[1]
+        assert enc.encode(chat, allowed_special="all") == ref.encode(chat, allowed_special="all"), i
+    assert enc.prefix_cache_stats()["split"]["hits"] >= 6          # the chat from its third request on
+    enc.set_prefix_cache(0)
+    assert enc.encode(chat, allowed_special="all") == ref.encode(chat, allowed_special="all")
+    enc.set_prefix_cache(None)
+
+
+@pytest.mark.parametrize("family", _auto_families(), ids=lambda f: f.id)
 def test_real_encodings_with_special_tokens(family):
-    """Through an Encoding: segments between allowed special tokens go through the cache separately."""
+    """Through an Encoding: segments between allowed special tokens (not all of them: all go to the core's
+    split, above) go through the cache separately."""
     from _shared import shared_dir
     shared_dir()
     enc = ctok.load(str(family.source_file()))
@@ -275,10 +315,12 @@ def test_real_encodings_with_special_tokens(family):
     rnd = random.Random(SEED)
     system = (b"You are a helpful assistant. Answer briefly, cite sources.\n" * 10).decode()
     specials = sorted(enc.special_tokens)[:2]
+    allowed = set(specials[:1]) if len(enc.special_tokens) > 1 else "all"
     for i in range(30):
         sp = specials[i % len(specials)] if specials else ""
         text = system + sp + rand_text(rnd, 30).decode("utf-8", "replace") + sp
-        assert enc_cached.encode(text, allowed_special="all") == enc.encode(text, allowed_special="all")
+        assert enc_cached.encode(text, allowed_special=allowed, disallowed_special=()) == \
+            enc.encode(text, allowed_special=allowed, disallowed_special=())
         assert enc_cached._encode_plain(text) == ref_plain(text)
     assert cache.stats()["hits"] > 0
 
