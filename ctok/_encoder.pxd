@@ -120,6 +120,9 @@ cdef class CoreEncoder:
     # Added tokens to split ordinary text at first (encode_str_split); NULL: none.  Not part of `state`: the
     # prefix cache, spans and the C API encode with the pretokenizer alone, whose cuts their proofs assume.
     cdef AddedSplit* added
+    # The same with the special tokens too (tokenizer.json files: every special allowed, as a chat template's
+    # output is encoded; encode_str_split(text, specials=True)); NULL: none.
+    cdef AddedSplit* added_all
     # encode_marked's rule for putting the marker in front (MARKER_PREPEND_*), -1 when it has none.
     cdef readonly int marker_prepend
 

@@ -586,10 +586,12 @@ cdef class CoreEncoder:
             scratch_init(&self.pool[i])
         self.pool_busy = 0
         self.added = NULL
+        self.added_all = NULL
 
     def __dealloc__(self):
         cdef Py_ssize_t i
         added_free(self.added)
+        added_free(self.added_all)
         cache_free(&self.state.cache)
         free(self.own_self_merges)
         idvec_free(&self.short_out)
@@ -795,11 +797,12 @@ cdef class CoreEncoder:
     cdef int encode_into(self, const uint8_t* s, Py_ssize_t n, IdVec* out, BpeScratch* sc) noexcept nogil:
         return encode_state(&self.state, s, n, out, sc)
 
-    def set_added_split(self, tokens):
+    def set_added_split(self, tokens, *, bint specials=False):
         """Split ordinary text at these added tokens first, as HF's added vocabulary does: `tokens` is a list of
         (ASCII bytes, id), each emitted whole where the leftmost-longest scan finds it, the text between them
         encoded as separate texts (encode_str_split).  Set once; an empty list sets nothing.  Only for tokens
-        that HF matches on the text as given (see hf.HFPipeline.native_route)."""
+        that HF matches on the text as given (see hf.HFPipeline.native_route).  specials: the set used when
+        every special token is allowed (encode_str_split(text, specials=True)), the special tokens among them."""
         cdef AddedSplit* a
         cdef Py_ssize_t i, total = 0, pos = 0
         cdef bytes b
@@ -841,9 +844,18 @@ cdef class CoreEncoder:
                 while i < a.n and toks[i][0][0] < first:
                     i += 1
                 a.start[first] = <int32_t>i
-        if self.added != NULL:
+        if (self.added_all if specials else self.added) != NULL:
+            added_free(a)
             raise ValueError("set_added_split: already set")      # an encode on another thread may be reading it
-        self.added = a
+        if specials:
+            self.added_all = a
+        else:
+            self.added = a
+
+    @property
+    def has_specials_split(self):
+        """Whether set_added_split(..., specials=True) was called with tokens."""
+        return self.added_all != NULL
 
     @property
     def added_split(self):
@@ -1253,12 +1265,14 @@ cdef class CoreEncoder:
         Lone surrogates become U+FFFD first, as tiktoken does.  A str subclass is encoded as its str value."""
         return self._encode_str(text, NULL)
 
-    def encode_str_split(self, text):
+    def encode_str_split(self, text, *, bint specials=False):
         """encode_str after splitting the text at the added tokens of set_added_split (HF's added vocabulary:
-        each found is its id, the text between two is encoded as a text of its own)."""
-        if self.added == NULL:
+        each found is its id, the text between two is encoded as a text of its own); specials: at those set
+        with specials=True."""
+        cdef const AddedSplit* a = self.added_all if specials else self.added
+        if a == NULL:
             raise ValueError("encode_str_split: no added tokens set (set_added_split)")
-        return self._encode_str(text, self.added)
+        return self._encode_str(text, a)
 
     cdef list _encode_str(self, text, const AddedSplit* added):
         cdef Py_ssize_t n
@@ -1844,6 +1858,7 @@ cdef class CompiledRoute:
     `names`: the added tokens' texts that send a text elsewhere; `split`: those the core splits at itself."""
     cdef object plain               # bound once (a method looked up per call costs more)
     cdef object split_plain
+    cdef object split_all_plain     # every special allowed: the text split at specials and added tokens, or None
     cdef object normalize           # text -> its normal forms, as HF computes them (None: slow route)
     cdef Route route
     cdef list all_prefix
@@ -1854,7 +1869,7 @@ cdef class CompiledRoute:
     cdef PlainRoute plain_route     # not None when plain is a PlainRoute's method: the same, through call_plain
 
     cdef int set_route(self, CoreEncoder core, names, plain, tuple forms, split, normalize,
-                       split_plain=None) except -1:
+                       split_plain=None, split_all_plain=None) except -1:
         names = [name for name in names if name]
         self.all_prefix = first_chars_set(&self.route.all, names + [t for t in split if t])
         self.rest_prefix = first_chars_set(&self.route.rest, names)
@@ -1867,6 +1882,7 @@ cdef class CompiledRoute:
         self.plain_route = owner if isinstance(owner, PlainRoute) and plain == owner.plain else None
         # split_plain: core.encode_str_split, or the same through a split PrefixCache
         self.split_plain = (core.encode_str_split if split_plain is None else split_plain) if split else None
+        self.split_all_plain = split_all_plain
         self.normalize = normalize
         return 0
 
@@ -1931,8 +1947,8 @@ cdef class FastEncode(CompiledRoute):
     cdef object post
 
     def __init__(self, CoreEncoder core, slow, special_names, plain=None, *, tuple forms=(), split=(),
-                 normalize=None, post=None, split_plain=None):
-        self.set_route(core, special_names, plain, forms, split, normalize, split_plain)
+                 normalize=None, post=None, split_plain=None, split_all_plain=None):
+        self.set_route(core, special_names, plain, forms, split, normalize, split_plain, split_all_plain)
         self.slow = slow
         self.post = post
 
@@ -1948,6 +1964,14 @@ cdef class FastEncode(CompiledRoute):
                 and (disallowed_special is "all" or empty_collection(disallowed_special)
                      or (type(disallowed_special) is str and disallowed_special == "all"))):
             ids = self.compiled(<str>text)
+            if (ids is None and self.split_all_plain is not None and type(allowed_special) is str
+                    and allowed_special == "all" and unchanged_by(<str>text, self.forms, self.nf_mask)):
+                # Every special token allowed (a chat template's output): split at the specials and the added
+                # tokens together, as HF's added vocabulary does, when the normal forms leave the text as it is.
+                try:
+                    ids = self.split_all_plain(text)
+                except UnicodeEncodeError:
+                    ids = None                  # a lone surrogate: the slow route refuses it as HF does
             if ids is not None:
                 if add_special_tokens and self.post is not None:
                     return self.post(ids)

@@ -3,7 +3,7 @@
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t
 from cpython.pythread cimport PyThread_type_lock
 from ctok._bpe cimport IdVec
-from ctok._encoder cimport CoreEncoder
+from ctok._encoder cimport CoreEncoder, AddedSplit
 
 cdef enum:
     PREFIX_BLOCK = 128          # trie nodes: one per full block of a cached text's bytes
@@ -39,7 +39,8 @@ cdef class _Entry:
 cdef class PrefixCache:
     cdef readonly Py_ssize_t max_bytes
     cdef readonly Py_ssize_t min_bytes
-    cdef readonly bint split    # texts are split at the encoder's added tokens first (encode_str_split's ids)
+    cdef readonly int split     # texts are split first at the encoder's added tokens (1: encode_str_split's ids)
+                                # or at those and its special tokens (2: encode_str_split(specials=True)); 0: not
     cdef Py_ssize_t _split_lmax # the served encoder's longest added token, in bytes (split caches)
     cdef PyThread_type_lock _plock
     cdef object _served         # the last encoder checked by byte_exact, and the answers: for any bytes, for
@@ -77,3 +78,4 @@ cdef class PrefixCache:
                       Py_ssize_t hashes_from) except *
     cdef list _ids_list(self, CoreEncoder core, _Entry old, Py_ssize_t n_p, const uint32_t* tail, Py_ssize_t tail_n)
     cdef list _pass(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n)
+    cdef const AddedSplit* _split_at(self, CoreEncoder core) noexcept

@@ -440,9 +440,11 @@ cdef class PrefixCache:
             raise MemoryError()
 
     def __init__(self, Py_ssize_t max_bytes=DEFAULT_PREFIX_CACHE_BYTES, Py_ssize_t min_bytes=DEFAULT_MIN_BYTES,
-                 *, bint split=False):
+                 *, int split=0):
         if max_bytes < 0 or min_bytes < 0:
             raise ValueError("max_bytes and min_bytes must be >= 0")
+        if not 0 <= split <= 2:
+            raise ValueError("split must be 0 (none), 1 (added tokens) or 2 (added and special tokens)")
         self.max_bytes = max_bytes
         self.min_bytes = min_bytes
         self.split = split
@@ -605,7 +607,7 @@ cdef class PrefixCache:
                 return got
         holder = _utf8_of(text, &s, &n)
         if holder is None:                        # lone surrogates: the encoder's own repair path
-            return core.encode_str_split(text) if self.split else core.encode_str(text)
+            return core.encode_str_split(text, specials=self.split == 2) if self.split else core.encode_str(text)
         if n < self.min_bytes:
             return self._pass(core, holder, <const uint8_t*>s, n)
         return self._encode(core, holder, <const uint8_t*>s, n, True, text, False)
@@ -614,10 +616,14 @@ cdef class PrefixCache:
         """s[0:n] encoded without the cache (data keeps it alive): the core's ids, split at its added tokens
         for a split cache."""
         if self.split:
-            if core.added == NULL:
+            if self._split_at(core) == NULL:
                 raise ValueError("a split PrefixCache serves encoders with added tokens (set_added_split)")
-            return core._encode_utf8(s, n, core.added)
+            return core._encode_utf8(s, n, self._split_at(core))
         return _plain(core, data)
+
+    cdef const AddedSplit* _split_at(self, CoreEncoder core) noexcept:
+        # The added tokens a split cache splits at (NULL: the encoder has none of that kind).
+        return core.added_all if self.split == 2 else core.added
 
     cdef bint _serves(self, CoreEncoder core, bint is_text):
         """Whether the cache may serve core (a native pretokenizer, ids that spell their bytes: see
@@ -625,6 +631,7 @@ cdef class PrefixCache:
         cdef int kind = core.pretok_kind
         cdef bint kind_ok
         cdef Py_ssize_t k
+        cdef const AddedSplit* a
         if core is not self._served:
             kind_ok = PRETOK_WHOLE < kind < PRETOK_N_KINDS
             self._served_ok = kind_ok and byte_exact(core, False)
@@ -633,13 +640,14 @@ cdef class PrefixCache:
                 self._served_ok = self._served_text_ok = not self.split
             if self.split:
                 # encode_str_split's ids: the encoder's added tokens first (none: nothing to serve)
-                if core.added == NULL:
+                a = self._split_at(core)
+                if a == NULL:
                     self._served_ok = self._served_text_ok = False
                 else:
                     self._split_lmax = 1
-                    for k in range(core.added.n):
-                        if core.added.off[k + 1] - core.added.off[k] > self._split_lmax:
-                            self._split_lmax = core.added.off[k + 1] - core.added.off[k]
+                    for k in range(a.n):
+                        if a.off[k + 1] - a.off[k] > self._split_lmax:
+                            self._split_lmax = a.off[k + 1] - a.off[k]
             self._served = core
         return self._served_text_ok if is_text else self._served_ok
 
@@ -951,6 +959,7 @@ cdef class PrefixCache:
         below are computed when needed)."""
         cdef Py_ssize_t n_blocks = n // PREFIX_BLOCK, j, size, base
         cdef const EncoderState* st = &core.state
+        cdef const AddedSplit* split_at
         cdef int rc
         cdef _Entry new
         cdef IdVec out, ck
@@ -975,10 +984,11 @@ cdef class PrefixCache:
             if ck.size == 0 or <Py_ssize_t>ck.data[ck.size - 2] < p:
                 if idvec_push(&ck, <uint32_t>p) != BPE_OK or idvec_push(&ck, <uint32_t>n_p) != BPE_OK:
                     raise MemoryError()
+            split_at = self._split_at(core)
             scp = core.take_scratch(&sc)
             with nogil:
                 if self.split:
-                    rc = encode_split_from(st, core.added, s, n, p, &out, &ck, scp)   # added: _serves checked it
+                    rc = encode_split_from(st, split_at, s, n, p, &out, &ck, scp)   # not NULL: _serves checked it
                 else:
                     rc = encode_from(st, s, n, p, &out, &ck, scp)
             core.give_scratch(scp, &sc)

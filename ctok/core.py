@@ -102,6 +102,7 @@ class Encoding:
         self._prefix_cache = None
         self._split_cache = None            # texts split at added or special tokens natively (set_prefix_cache)
         self._split_all = None              # tiktoken files: text -> ids with every special token recognised
+        self._specials_cache = None         # tokenizer.json files: texts split at specials and added tokens
         self._batch_route = None            # a tokenizer.json file's CompiledRoute for batches (_set_hf_shortcuts)
         self._plain = self._core.encode_str
         self._marked = None                 # a SentencePiece-style file's compiled route (set_prefix_cache)
@@ -132,7 +133,19 @@ class Encoding:
         plain = (self._marked or self._core.encode_marked) if marked else self._plain
         split_plain = None
         if split and not marked and self._split_cache is not None:
-            split_plain = self._split_cache.bind(self._core)    # a chat template's text, through its own cache
+            split_plain = self._split_cache.bind(self._core)    # <think> turns, through their own cache
+        # Every special token allowed (a chat template's output): split at the specials and the added tokens
+        # together, through a cache of its own.
+        split_all_plain = None
+        specials_split = None if marked else self._hf.native_route_specials()
+        if specials_split:
+            if not self._core.has_specials_split:
+                self._core.set_added_split(specials_split, specials=True)
+            if self._specials_cache is not None:
+                split_all_plain = self._specials_cache.bind(self._core)
+            else:
+                from functools import partial
+                split_all_plain = partial(self._core.encode_str_split, specials=True)
         normalize = None
         if forms:
             from functools import partial
@@ -147,7 +160,8 @@ class Encoding:
         # together without the GIL (not for SentencePiece-style files, whose plain step writes markers).
         self._batch_route = None if marked else ordinary
         self.encode = FastEncode(self._core, self._encode_full, tokens, plain, forms=forms, split=names,
-                                 normalize=normalize, post=self._hf.post_process, split_plain=split_plain).call
+                                 normalize=normalize, post=self._hf.post_process, split_plain=split_plain,
+                                 split_all_plain=split_all_plain).call
 
     def _encode_ordinary_slow(self, text):
         return Encoding.encode_ordinary(self, text)
@@ -158,7 +172,8 @@ class Encoding:
         file it serves the texts that take the compiled route (no added token's text, or only added tokens the
         core splits at, such as Qwen's <think>; nothing for the normalizer to change); a file whose every text
         needs Python stages has no cache.  Texts split at added tokens have a cache of their own (their ids are
-        not the plain reading's), the budget shared half and half.  A SentencePiece-style file's cache (its
+        not the plain reading's), and so have texts split at special tokens too when every one is allowed (a
+        chat template's output); the caches share the budget.  A SentencePiece-style file's cache (its
         compiled route is encode_marked) keys on the text as that route sees it."""
         native = self._native_plain()
         route = None if native else self._hf_route()
@@ -168,15 +183,19 @@ class Encoding:
         from ._prefix import PrefixCache, DEFAULT_PREFIX_CACHE_BYTES
         if max_bytes is None:
             max_bytes = int(os.environ.get("CTOK_PREFIX_CACHE_BYTES", DEFAULT_PREFIX_CACHE_BYTES))
-        # Texts split natively at added tokens (a tokenizer.json file's <think>) or, in a tiktoken file, at every
-        # special token when all are allowed (a chat template's <|im_start|>) keep a cache of their own (their
-        # ids differ from the plain reading of the same bytes): the budget is shared half and half.
+        # Texts the core splits keep caches of their own (their ids differ from the plain reading of the same
+        # bytes): split at added tokens (a tokenizer.json file's <think>; in a tiktoken file, at every special
+        # token when all are allowed, a chat template's <|im_start|>), and, in a tokenizer.json file whose every
+        # added token the core can split at, split at its special and added tokens together (every special
+        # allowed).  The caches share the budget equally.
         specials = native and self._specials_split()
         splits = (specials or (route is not None and route[2] and not route[3])) and max_bytes > 0
-        self._split_cache = PrefixCache(max_bytes - max_bytes // 2, split=True) if splits else None
-        if splits:
-            max_bytes //= 2
-        self._prefix_cache = PrefixCache(max_bytes) if max_bytes > 0 else None
+        hf_specials = (route is not None and not route[3] and max_bytes > 0
+                       and self._hf.native_route_specials() is not None)
+        share = max_bytes // (1 + bool(splits) + bool(hf_specials)) if max_bytes > 0 else 0
+        self._split_cache = PrefixCache(share, split=1) if splits else None
+        self._specials_cache = PrefixCache(share, split=2) if hf_specials else None
+        self._prefix_cache = PrefixCache(share) if max_bytes > 0 else None
         if self._hf is not None and self._hf._encoder is self._core:
             self._hf.segment_cache = self._prefix_cache      # text holding special or added tokens
         if route is not None and route[3]:
@@ -249,6 +268,8 @@ class Encoding:
         stats = self._prefix_cache.stats()
         if self._split_cache is not None:
             stats["split"] = self._split_cache.stats()   # texts split at added tokens (set_prefix_cache)
+        if self._specials_cache is not None:
+            stats["specials"] = self._specials_cache.stats()   # ... and at special tokens, every one allowed
         return stats
 
     # ---- introspection ----

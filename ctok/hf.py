@@ -1286,6 +1286,23 @@ class HFPipeline:
                     [(t.content.encode("ascii"), i) for i, t in plain], False)
         return contents, forms, [], False
 
+    def native_route_specials(self):
+        """The (bytes, id) pairs the compiled encoder splits at when every special token is allowed (a chat
+        template's output, `encode(text, allowed_special="all")`): all the added tokens, special or not, when
+        native_route is not `marked` and each token is one the compiled split does as HF does (ASCII, no
+        single_word/lstrip/rstrip, its own normalized form, all matched the same way: see native_route); else
+        None.  HF's added vocabulary then finds them all in one leftmost-longest pass over the raw text."""
+        route = self.native_route()
+        if route is None or route[3]:
+            return None
+        added = list(self._added_r.items())
+        norm = self._normalized_cache
+        if not added or len({t.normalized for _, t in added}) != 1 or not all(
+                t.content and t.content.isascii() and not (t.single_word or t.lstrip or t.rstrip)
+                and norm.get(i, t.content) == t.content for i, t in added):
+            return None
+        return [(t.content.encode("ascii"), i) for i, t in added]
+
     def encode_without_added_tokens(self, text: str) -> List[int]:
         """Normalizer, pre-tokenizer and model only: no added token is matched, special or not (what
         transformers' `_encode_without_added_tokens` runs on user text in `sanitize_control_tokens` mode)."""

@@ -253,6 +253,49 @@ def test_tokenizer_json_texts_with_added_tokens_use_their_cache():
     enc.set_prefix_cache(None)
 
 
+@pytest.mark.parametrize("rel", ["qwen3/tokenizer.json", "llama3-hf/tokenizer.json", "gpt2/tokenizer.json"])
+def test_tokenizer_json_templates_split_at_specials_through_their_cache(rel):
+    """encode(text, allowed_special="all") of a tokenizer.json file whose every added token the core can split at
+    (a chat template's output): the core splits at the special and added tokens together, through a cache of
+    its own.  Random texts of special and added tokens, fragments of them and ordinary text, prompts parting
+    anywhere, and a growing templated chat give HF tokenizers' ids (with its post-processor too)."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from _shared import vocab_path
+    path = str(vocab_path(*rel.split("/")))
+    enc = ctok.load(path)
+    assert enc._specials_cache is not None and enc._core.has_specials_split
+    enc.set_prefix_cache(None)                   # a fresh cache: ctok.load's encodings are shared by other tests
+    ref = tokenizers.Tokenizer.from_file(path)
+    rnd = random.Random(SEED * 29 + len(rel))
+    names = sorted(enc.special_tokens)
+    names = [names[0], names[-1]] + rnd.sample(names, min(4, len(names)))
+    added = [t for t, _ in enc._core.added_split][:4]
+    names += [t.decode() for t in added]
+    atoms = names + [n[:k] for n in names for k in (1, 2, len(n) // 2, len(n) - 1) if k > 0] + \
+        [a.decode("utf-8", "replace") for a in ATOMS if b"\xff" not in a and b"\xe4" not in a]
+    atoms = [a for a in atoms if "\ufffd" not in a]
+    for _ in range(5):
+        base = "".join(rnd.choice(atoms) for _ in range(rnd.randint(200, 500)))
+        for _ in range(2):
+            assert enc.encode(base, allowed_special="all") == ref.encode(base, add_special_tokens=False).ids
+        for _ in range(16):
+            k = rnd.randint(0, len(base))
+            v = base[:k] + "".join(rnd.choice(atoms) for _ in range(rnd.randint(0, 10)))
+            assert enc.encode(v, allowed_special="all") == ref.encode(v, add_special_tokens=False).ids, (base, v)
+            if rnd.random() < 0.2 and len(v) > 300:
+                base = v
+    chat = ""
+    words = [a for a in atoms[len(names):] if a.isascii()]    # text no normal form changes (Qwen 3 has NFC)
+    for i in range(12):
+        chat += names[0] + "user\n" + "".join(rnd.choice(words) for _ in range(120)) + names[1]
+        assert enc.encode(chat, allowed_special="all") == ref.encode(chat, add_special_tokens=False).ids, i
+    assert enc.encode(chat, allowed_special="all", add_special_tokens=True) == ref.encode(chat).ids
+    assert enc.prefix_cache_stats()["specials"]["hits"] >= 6          # the chat from its third request on
+    enc.set_prefix_cache(0)
+    assert enc.encode(chat, allowed_special="all") == ref.encode(chat, add_special_tokens=False).ids
+    enc.set_prefix_cache(None)
+
+
 def rnd_tail(i):
     return ["", " ", "\n", "  x", "<thi", "<think"][i % 6]
 
@@ -842,8 +885,10 @@ def test_marker_words_cut_waits_for_the_whole_marker():
 @pytest.mark.parametrize("rel", ["llama3-hf/tokenizer.json", "qwen3/tokenizer.json", "mistral-7b-v0.1/tokenizer.json",
                                  "llama2/tokenizer.json"])
 def test_segments_between_special_tokens_use_the_cache_exactly(rel):
-    """Text holding special tokens (a chat rendered by its template) is encoded segment by segment by the Python
-    pipeline; long segments go through the prefix cache (HFPipeline.segment_cache), and the ids stay HF's."""
+    """Text holding special tokens (a chat rendered by its template), some of them allowed (all of them take the
+    core's split: test_tokenizer_json_templates_split_at_specials_through_their_cache), is encoded segment by
+    segment by the Python pipeline; long segments go through the prefix cache (HFPipeline.segment_cache), and
+    the ids stay HF's."""
     tokenizers = pytest.importorskip("tokenizers")
     from _shared import vocab_path, corpus_text
     path = str(vocab_path(*rel.split("/")))
@@ -854,12 +899,13 @@ def test_segments_between_special_tokens_use_the_cache_exactly(rel):
     turns = [corpus_text("en_dracula.txt", 40_000)[1500 * i:1500 * (i + 1)] for i in range(12)]
     rnd = random.Random(SEED + 9)
     chat = ""
+    allowed = set(special)
     for i, turn in enumerate(turns):
         chat += rnd.choice(special) + turn + rnd.choice(["", " ", "\n", "  x"])
-        assert enc.encode(chat, allowed_special="all") == ref.encode(chat, add_special_tokens=False).ids, (rel, i)
+        assert enc.encode(chat, allowed_special=allowed) == ref.encode(chat, add_special_tokens=False).ids, (rel, i)
     assert enc.prefix_cache_stats()["hits"] > 0
     enc.set_prefix_cache(0)
     assert enc._hf.segment_cache is None
-    assert enc.encode(chat, allowed_special="all") == ref.encode(chat, add_special_tokens=False).ids
+    assert enc.encode(chat, allowed_special=allowed) == ref.encode(chat, add_special_tokens=False).ids
     enc.set_prefix_cache(None)                   # ctok.load's encodings are shared: back to the default
     assert enc._hf.segment_cache is not None
