@@ -68,12 +68,12 @@ an ASCII str's code units serving as its UTF-8); another text the general path w
 whole; any other is answered at once.  Prompts of another kind than the entry's str, and lone surrogates, take
 the general path.
 
-Split caches (PrefixCache(..., split=True), for tokenizer.json files' texts holding added tokens the encoder
-splits at, such as Qwen's <think>): ids are core.encode_str_split's, the added tokens found first (leftmost-
-longest) and each text between two encoded as a text of its own.  An added token starting at i is decided by
-the bytes [i, i + its length), so those starting before q - lmax + 1 (lmax: the longest added token) are the
-same in both texts, and so is every text between two of them; find_cut is asked for that shorter common
-prefix.  A boundary it finds has ids spelling the text before it and its read bound below that prefix, so the
+Split caches (PrefixCache(..., split=1): texts holding added tokens the encoder splits at, such as Qwen's
+<think>; split=2: the same with every special token allowed, a chat template's output): ids are
+core.encode_str_split's, the tokens found first (leftmost-longest) and each text between two encoded as a text
+of its own.  An added token starting at i is decided by the bytes [i, i + its length), so those starting before
+q - lmax + 1 (lmax: the longest added token) are the same in both texts, and so is every text between two of
+them; find_cut cuts within that shorter common prefix.  A boundary it finds has ids spelling the text before it and its read bound below that prefix, so the
 pieces before it are the same whatever the text between two tokens ends with.  Its walk from a checkpoint stops
 at an added token (whose id spans text the walk reads as pieces); a checkpoint follows every added token.
 
@@ -331,16 +331,20 @@ cdef inline Py_ssize_t read_bound_at(const EncoderState* st, const uint8_t* a, P
 
 cdef Py_ssize_t find_cut(const EncoderState* st, const uint8_t* a, Py_ssize_t an, const uint32_t* ids,
                          Py_ssize_t n_ids, const uint32_t* ck, Py_ssize_t n_ck, Py_ssize_t q,
-                         Py_ssize_t* n_before, bint split=False) noexcept nogil:
+                         Py_ssize_t* n_before, Py_ssize_t split_lmax=0) noexcept nogil:
     """The largest piece boundary p of the cached text a[0:an] found safe for any text sharing a[0:q]
-    (cut_read_bound(p) < q, or p = 0), and in n_before the number of ids before it.  split: the ids are
-    encode_str_split's, and the walk from a checkpoint stops at an added token (its id spans the token's
-    text, which the walk reads as pieces); the boundaries found before it stand."""
+    (cut_read_bound(p) < q, or p = 0), and in n_before the number of ids before it.  split_lmax > 0: the ids
+    are encode_str_split's, whose longest added token is split_lmax bytes.  An added token starting at i is
+    decided by the bytes [i, i + its length), so those starting before q - split_lmax + 1 are the same in both
+    texts, and so is the text between two of them: q is that.  The walk from a checkpoint stops at an added
+    token (its id spans the token's text, which the walk reads as pieces); the boundaries found before it stand."""
     cdef Py_ssize_t lo = 0, hi = n_ck - 1, mid, j, c, pos, e, boff, nid, cnt = 0, i
     cdef Py_ssize_t bp[CUT_WINDOW]
     cdef Py_ssize_t bn[CUT_WINDOW]
     cdef const Tables* t = st.tables
     cdef int kind = st.pretok_kind
+    if split_lmax > 0:
+        q = q - split_lmax + 1 if q > split_lmax else 0
     while lo < hi:                                # largest j with ck offset <= q (ck[0] is offset 0)
         mid = (lo + hi + 1) >> 1
         if <Py_ssize_t>ck[2 * mid] <= q:
@@ -364,7 +368,7 @@ cdef Py_ssize_t find_cut(const EncoderState* st, const uint8_t* a, Py_ssize_t an
                 boff += <Py_ssize_t>(t.offsets[ids[nid] + 1] - t.offsets[ids[nid]])
                 nid += 1
             if boff != e:
-                if split:
+                if split_lmax > 0:
                     break                             # an added token: the boundaries before it stand
                 n_before[0] = 0                       # ids do not spell the text: never guess
                 return 0
@@ -615,10 +619,12 @@ cdef class PrefixCache:
     cdef list _pass(self, CoreEncoder core, object data, const uint8_t* s, Py_ssize_t n):
         """s[0:n] encoded without the cache (data keeps it alive): the core's ids, split at its added tokens
         for a split cache."""
+        cdef const AddedSplit* a
         if self.split:
-            if self._split_at(core) == NULL:
+            a = self._split_at(core)
+            if a == NULL:
                 raise ValueError("a split PrefixCache serves encoders with added tokens (set_added_split)")
-            return core._encode_utf8(s, n, self._split_at(core))
+            return core._encode_utf8(s, n, a)
         return _plain(core, data)
 
     cdef const AddedSplit* _split_at(self, CoreEncoder core) noexcept:
@@ -866,7 +872,7 @@ cdef class PrefixCache:
         # data: the bytes, str or _Utf8Copy whose UTF-8 form is s[0:n]; a kept entry holds it (and so the buffer).
         # is_text: s[0:n] is valid UTF-8 (a str's); bytes input may hold any byte.  text: the exact str whose
         # UTF-8 s is (marked: whose marked bytes s is), kept by a kept entry for the str front, or None.
-        cdef Py_ssize_t n_blocks = n // PREFIX_BLOCK, k, level = 0, q = 0, p = 0, n_p = 0, qq
+        cdef Py_ssize_t n_blocks = n // PREFIX_BLOCK, k, level = 0, q = 0, p = 0, n_p = 0
         cdef const EncoderState* st = &core.state
         cdef int32_t slot
         cdef uint64_t* hashes
@@ -920,17 +926,11 @@ cdef class PrefixCache:
             if old is not None:
                 a = old.s
                 an = old.n
-                # A split cache cuts where no added token can straddle the common prefix's end: one starting at
-                # i is decided by the bytes [i, i + its length), so those starting before q - lmax + 1 are the
-                # same in both texts, and so is the text between two of them.
-                qq = q
                 with nogil:
                     q = common_prefix(s, a, n if n < an else an)
                     if not (q == n and n == an):
-                        qq = q
-                        if self.split:
-                            qq = q - self._split_lmax + 1 if q > self._split_lmax else 0
-                        p = find_cut(st, a, an, old.ids, old.n_ids, old.ck, old.n_ck, qq, &n_p, self.split)
+                        p = find_cut(st, a, an, old.ids, old.n_ids, old.ck, old.n_ck, q, &n_p,
+                                     self._split_lmax if self.split else 0)
                 if q == n and n == an:                   # the same text again
                     self._acquire()
                     try:

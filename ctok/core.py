@@ -100,9 +100,9 @@ class Encoding:
         # (HF normalizers/added tokens, a regex fallback) are refused there with CTOK_ERR_UNSUPPORTED.
         self._core.c_api_ok = hf_pipeline is None and self._split_fallback is None
         self._prefix_cache = None
-        self._split_cache = None            # texts split at added or special tokens natively (set_prefix_cache)
-        self._split_all = None              # tiktoken files: text -> ids with every special token recognised
-        self._specials_cache = None         # tokenizer.json files: texts split at specials and added tokens
+        self._split_cache = None            # tokenizer.json texts split at added tokens natively (set_prefix_cache)
+        self._specials_cache = None         # texts split at special (and added) tokens, every special allowed
+        self._split_all = None              # text -> ids, every special token allowed, split by the core
         self._batch_route = None            # a tokenizer.json file's CompiledRoute for batches (_set_hf_shortcuts)
         self._plain = self._core.encode_str
         self._marked = None                 # a SentencePiece-style file's compiled route (set_prefix_cache)
@@ -134,18 +134,6 @@ class Encoding:
         split_plain = None
         if split and not marked and self._split_cache is not None:
             split_plain = self._split_cache.bind(self._core)    # <think> turns, through their own cache
-        # Every special token allowed (a chat template's output): split at the specials and the added tokens
-        # together, through a cache of its own.
-        split_all_plain = None
-        specials_split = None if marked else self._hf.native_route_specials()
-        if specials_split:
-            if not self._core.has_specials_split:
-                self._core.set_added_split(specials_split, specials=True)
-            if self._specials_cache is not None:
-                split_all_plain = self._specials_cache.bind(self._core)
-            else:
-                from functools import partial
-                split_all_plain = partial(self._core.encode_str_split, specials=True)
         normalize = None
         if forms:
             from functools import partial
@@ -161,7 +149,7 @@ class Encoding:
         self._batch_route = None if marked else ordinary
         self.encode = FastEncode(self._core, self._encode_full, tokens, plain, forms=forms, split=names,
                                  normalize=normalize, post=self._hf.post_process, split_plain=split_plain,
-                                 split_all_plain=split_all_plain).call
+                                 split_all_plain=self._split_all).call
 
     def _encode_ordinary_slow(self, text):
         return Encoding.encode_ordinary(self, text)
@@ -184,21 +172,26 @@ class Encoding:
         if max_bytes is None:
             max_bytes = int(os.environ.get("CTOK_PREFIX_CACHE_BYTES", DEFAULT_PREFIX_CACHE_BYTES))
         # Texts the core splits keep caches of their own (their ids differ from the plain reading of the same
-        # bytes): split at added tokens (a tokenizer.json file's <think>; in a tiktoken file, at every special
-        # token when all are allowed, a chat template's <|im_start|>), and, in a tokenizer.json file whose every
-        # added token the core can split at, split at its special and added tokens together (every special
-        # allowed).  The caches share the budget equally.
-        specials = native and self._specials_split()
-        splits = (specials or (route is not None and route[2] and not route[3])) and max_bytes > 0
-        hf_specials = (route is not None and not route[3] and max_bytes > 0
-                       and self._hf.native_route_specials() is not None)
-        share = max_bytes // (1 + bool(splits) + bool(hf_specials)) if max_bytes > 0 else 0
-        self._split_cache = PrefixCache(share, split=1) if splits else None
-        self._specials_cache = PrefixCache(share, split=2) if hf_specials else None
-        self._prefix_cache = PrefixCache(share) if max_bytes > 0 else None
+        # bytes): a tokenizer.json file's texts holding added tokens it splits at (<think>), and texts split at
+        # every special token when all are allowed (a chat template's output).  The caches share the budget.
+        marked = route is not None and route[3]
+        specials_split = None if marked else self._specials_split()
+        if specials_split and not self._core.has_specials_split:
+            self._core.set_added_split(specials_split, specials=True)
+        splits = route is not None and bool(route[2]) and not marked
+        share = max_bytes // (1 + splits + bool(specials_split)) if max_bytes > 0 else 0
+        self._split_cache = PrefixCache(share, split=1) if splits and share > 0 else None
+        self._specials_cache = PrefixCache(share, split=2) if specials_split and share > 0 else None
+        self._prefix_cache = PrefixCache(share) if share > 0 else None
+        self._split_all = None
+        if specials_split and self._specials_cache is not None:
+            self._split_all = self._specials_cache.bind(self._core)
+        elif specials_split:
+            from functools import partial
+            self._split_all = partial(self._core.encode_str_split, specials=True)
         if self._hf is not None and self._hf._encoder is self._core:
             self._hf.segment_cache = self._prefix_cache      # text holding special or added tokens
-        if route is not None and route[3]:
+        if marked:
             # Marker words: the cache keys on the text with its spaces replaced (core.marked_bytes) and cuts
             # at its checkpoints (ctok._prefix.find_cut).
             self._marked = (self._core.encode_marked if self._prefix_cache is None
@@ -207,9 +200,6 @@ class Encoding:
             return
         # Hot paths straight into the compiled encoder (str in, list out), through the cache if on.
         self._plain = self._core.encode_str if self._prefix_cache is None else self._prefix_cache.bind(self._core)
-        if specials:
-            self._split_all = (self._core.encode_str_split if self._split_cache is None
-                               else self._split_cache.bind(self._core))
         if not native:
             self._set_hf_shortcuts()
         elif self.long_input_split:
@@ -220,16 +210,17 @@ class Encoding:
             self.encode_ordinary = self._plain
             self.encode = FastEncode(self._core, self._encode_full, self.special_tokens, self._plain).call
 
-    def _specials_split(self) -> bool:
-        """Whether the core splits at this tiktoken file's special tokens (set here once): every one is
-        non-empty ASCII, which the core's added-token split requires; it then finds them as _special_re does,
-        leftmost and, there, longest (CoreEncoder.set_added_split)."""
+    def _specials_split(self):
+        """The (bytes, id) pairs the core splits at when every special token is allowed, or None.  A
+        tokenizer.json file: its added tokens, special or not, when the compiled split finds them all as HF
+        does (HFPipeline.native_route_specials).  A tiktoken file: its special tokens, when every one is non-empty
+        ASCII, which the split requires; it finds them as _special_re does, leftmost and, there, longest."""
+        if self._hf is not None:
+            return self._hf.native_route_specials()
         names = self.special_tokens
         if not names or not all(name and name.isascii() for name in names):
-            return False
-        if not self._core.added_split:
-            self._core.set_added_split([(name.encode("ascii"), tid) for name, tid in names.items()])
-        return True
+            return None
+        return [(name.encode("ascii"), tid) for name, tid in names.items()]
 
     def _with_options(self, *, long_input_split: bool, reload_args=None) -> "Encoding":
         """A copy sharing this encoding's tables, with other encode options (see `ctok.load`)."""
@@ -365,7 +356,7 @@ class Encoding:
         if not allowed:
             return self._encode_plain(text)
         if self._split_all is not None and allowed == self._special_names:
-            return self._split_all(text)           # the core splits at every special token (its split cache)
+            return self._split_all(text)           # the core splits at every special token (its own cache)
         r = self._special_re(allowed)
         out: List[int] = []
         start = 0

@@ -1279,9 +1279,7 @@ class HFPipeline:
             return contents, (), [], True
         forms = tuple(arg for _, arg in self._norm_ops)
         plain = [(i, t) for i, t in added if t.content not in self._special_set]
-        if plain and len({t.normalized for _, t in plain}) == 1 and all(
-                t.content.isascii() and not (t.single_word or t.lstrip or t.rstrip)
-                and norm.get(i, t.content) == t.content for i, t in plain):
+        if self._splittable(plain):
             return (texts([(i, t) for i, t in added if t.content in self._special_set]), forms,
                     [(t.content.encode("ascii"), i) for i, t in plain], False)
         return contents, forms, [], False
@@ -1296,12 +1294,19 @@ class HFPipeline:
         if route is None or route[3]:
             return None
         added = list(self._added_r.items())
-        norm = self._normalized_cache
-        if not added or len({t.normalized for _, t in added}) != 1 or not all(
-                t.content and t.content.isascii() and not (t.single_word or t.lstrip or t.rstrip)
-                and norm.get(i, t.content) == t.content for i, t in added):
+        if not self._splittable(added):
             return None
         return [(t.content.encode("ascii"), i) for i, t in added]
+
+    def _splittable(self, pairs) -> bool:
+        """Whether the compiled split (CoreEncoder.set_added_split) finds the added tokens `pairs` ((id, token))
+        as HF does: some, each non-empty ASCII with no single_word/lstrip/rstrip and its own normalized form,
+        all matched the same way (all raw or all normalized; otherwise a raw one could hide part of a normalized
+        one)."""
+        norm = self._normalized_cache
+        return bool(pairs) and len({t.normalized for _, t in pairs}) == 1 and all(
+            t.content and t.content.isascii() and not (t.single_word or t.lstrip or t.rstrip)
+            and norm.get(i, t.content) == t.content for i, t in pairs)
 
     def encode_without_added_tokens(self, text: str) -> List[int]:
         """Normalizer, pre-tokenizer and model only: no added token is matched, special or not (what

@@ -337,7 +337,7 @@ def test_every_special_allowed_splits_natively_through_its_cache(family):
     for i in range(12):
         chat += names[0] + "user\n" + "".join(rnd.choice(atoms[len(names):]) for _ in range(120)) + names[1]
         assert enc.encode(chat, allowed_special="all") == ref.encode(chat, allowed_special="all"), i
-    assert enc.prefix_cache_stats()["split"]["hits"] >= 6          # the chat from its third request on
+    assert enc.prefix_cache_stats()["specials"]["hits"] >= 6       # the chat from its third request on
     enc.set_prefix_cache(0)
     assert enc.encode(chat, allowed_special="all") == ref.encode(chat, allowed_special="all")
     enc.set_prefix_cache(None)
