@@ -29,21 +29,42 @@ cdef enum:
     # the marker, which proves no merge can cross such a point, so the split changes nothing but speed.
     PRETOK_MARKER_WORDS = 64
 
-cdef struct AddedSplit:
-    # Added tokens that HF's added vocabulary finds in ordinary text before anything else runs (leftmost-
-    # longest, tokenizers' AddedVocabulary), each emitted as its id; the text between two is encoded as a
-    # text of its own.  Only ASCII tokens, all matched the same way (see hf.native_route): an ASCII token
-    # starts and ends on character boundaries, and cutting before or after an ASCII character changes no
-    # Unicode normal form.  Tokens sorted by first byte, longest first: those starting with byte b are
-    # [start[b], start[b + 1]).  second[b]: bit set of the second bytes of those tokens (256 bits);
+cdef struct AddedMatcher:
+    # Leftmost-longest matching of a group of an AddedSplit's tokens: those starting with byte b are
+    # [start[b], start[b + 1]) (longest first); second[b]: bit set of their second bytes (256 bits);
     # single[b]: one of them is the single byte b.
-    Py_ssize_t n
-    uint8_t* blob
-    Py_ssize_t* off             # n + 1 offsets into blob
-    uint32_t* ids
     int32_t start[257]
     uint8_t second[256][32]
     uint8_t single[256]
+
+cdef struct AddedSplit:
+    # Added tokens that HF's added vocabulary finds in ordinary text before anything else runs, each emitted
+    # as its id; the text between two is encoded as a text of its own.  HF finds them in two passes (tokenizers'
+    # AddedVocabulary.extract_and_normalize): the tokens it matches on the raw text (normalized: false),
+    # leftmost-longest; then, in each text between two of those, the tokens it matches on the normalized text
+    # (normalized: true), leftmost-longest.  Tokens [0, n_raw) are the first pass's, [n_raw, n) the second's,
+    # each group sorted by first byte, longest first.  Only texts the normalizer leaves as they are take this
+    # split (see hf.HFPipeline._split_plan), and a token that starts or ends with a character other than ASCII
+    # only where there is no normalizer: cutting before or after an ASCII character changes no Unicode normal
+    # form.  Token bytes are valid UTF-8 and so are the texts split (strs), so a match starts and ends on
+    # character boundaries.
+    Py_ssize_t n
+    Py_ssize_t n_raw
+    uint8_t* blob
+    Py_ssize_t* off             # n + 1 offsets into blob
+    uint32_t* ids
+    # How far back of a common prefix of two texts their splits may differ: an added token starting before
+    # q - lmax + 1 is found in both texts that share [0, q) (the longest raw token's length, plus the longest
+    # normalized one's when there are both: a second-pass token must also fit before the next raw one).
+    Py_ssize_t lmax
+    AddedMatcher raw
+    AddedMatcher normalized
+
+cdef struct AddedScan:
+    # added_next's memory within one scan of a text: the next first-pass match found (start and index), which
+    # stays the next one while second-pass tokens are found before it.  raw_at = -1: none looked for yet.
+    Py_ssize_t raw_at
+    Py_ssize_t raw_k
 
 cdef struct EncoderState:
     # Everything encoding needs, as plain C data: what a C API handle points at.
@@ -69,9 +90,11 @@ cdef struct EncoderState:
 cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, IdVec* out,
                       BpeScratch* sc) noexcept nogil
 
-# The leftmost-longest added token in s[i:n]: its start (n when none), its index in added in k_out.
+# The next added token HF finds in s[i:n] (two passes, see AddedSplit), i being 0 or the end of the last one
+# found or a point between two found: its start (n when none), its index in added in k_out.  scan: raw_at = -1
+# before the first call on a text, then passed unchanged to the next calls on it (with growing i).
 cdef Py_ssize_t added_next(const AddedSplit* a, const uint8_t* s, Py_ssize_t n, Py_ssize_t i,
-                           Py_ssize_t* k_out) noexcept nogil
+                           Py_ssize_t* k_out, AddedScan* scan) noexcept nogil
 
 # The same after splitting s[0:n] at the added tokens `added` (each appended as its id), the text between
 # two encoded as a text of its own.

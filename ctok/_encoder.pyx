@@ -200,30 +200,49 @@ cdef inline int encode_with(const EncoderState* st, const AddedSplit* added, con
     return encode_state(st, s, n, out, sc)
 
 
-cdef Py_ssize_t added_next(const AddedSplit* a, const uint8_t* s, Py_ssize_t n, Py_ssize_t i,
-                           Py_ssize_t* k_out) noexcept nogil:
-    # HF's added-vocabulary match (leftmost-longest) in s[i:n]: scanning left to right and trying, at each
-    # byte, the tokens starting with it longest first finds the leftmost match and, there, the longest.
-    # Returns its start, its index in k_out; n when there is none.
+cdef Py_ssize_t matcher_next(const AddedMatcher* m, const AddedSplit* a, const uint8_t* s, Py_ssize_t n,
+                             Py_ssize_t i, Py_ssize_t* k_out) noexcept nogil:
+    # Leftmost-longest in s[i:n] among m's tokens: scanning left to right and trying, at each byte, the
+    # tokens starting with it longest first finds the leftmost match and, there, the longest.  Returns its
+    # start, its index in k_out; n when there is none.
     cdef Py_ssize_t k, ln
     cdef uint8_t b, c
     while i < n:
         b = s[i]                                              # i < n
-        if a.start[b] == a.start[b + 1]:                      # b + 1 <= 256: start has 257 entries
+        if m.start[b] == m.start[b + 1]:                      # b + 1 <= 256: start has 257 entries
             i += 1
             continue
         c = s[i + 1] if i + 1 < n else 0
-        if i + 1 < n and (a.second[b][c >> 3] >> (c & 7)) & 1:
-            for k in range(a.start[b], a.start[b + 1]):      # longest first (the one-byte token last)
+        if i + 1 < n and (m.second[b][c >> 3] >> (c & 7)) & 1:
+            for k in range(m.start[b], m.start[b + 1]):      # longest first (the one-byte token last)
                 ln = a.off[k + 1] - a.off[k]
                 if ln <= n - i and memcmp(a.blob + a.off[k], s + i, ln) == 0:   # s[i:i + ln] inside s
                     k_out[0] = k
                     return i
-        elif a.single[b]:
-            k_out[0] = a.start[b + 1] - 1                     # the one-byte token sorts last among b's
+        elif m.single[b]:
+            k_out[0] = m.start[b + 1] - 1                     # the one-byte token sorts last among b's
             return i
         i += 1
     return n
+
+
+cdef Py_ssize_t added_next(const AddedSplit* a, const uint8_t* s, Py_ssize_t n, Py_ssize_t i,
+                           Py_ssize_t* k_out, AddedScan* scan) noexcept nogil:
+    # HF's two passes in one scan: the next first-pass token from i, then the first second-pass token that
+    # ends by its start.  The first-pass token stays the next one until the scan passes it: none starts between
+    # the last one's end and it, so none starts between any later i and it (scan keeps it: looking for it again
+    # after each second-pass token would cost the whole gap each time).
+    cdef Py_ssize_t j, k2 = 0
+    if a.n_raw == a.n:
+        return matcher_next(&a.raw, a, s, n, i, k_out)
+    if scan.raw_at < i:
+        scan.raw_at = matcher_next(&a.raw, a, s, n, i, &scan.raw_k) if a.n_raw > 0 else n
+    j = matcher_next(&a.normalized, a, s, scan.raw_at, i, &k2)     # matches inside s[i:raw_at]
+    if j < scan.raw_at:
+        k_out[0] = k2
+        return j
+    k_out[0] = scan.raw_k
+    return scan.raw_at
 
 
 cdef int encode_added(const EncoderState* st, const AddedSplit* a, const uint8_t* s, Py_ssize_t n, IdVec* out,
@@ -231,9 +250,11 @@ cdef int encode_added(const EncoderState* st, const AddedSplit* a, const uint8_t
     # HF's added-vocabulary split (added_next), then each gap as a text of its own.  Empty gaps encode to
     # nothing, as HF drops empty splits.
     cdef Py_ssize_t i, seg = 0, k = 0
+    cdef AddedScan scan
     cdef int rc
+    scan.raw_at = -1
     while True:
-        i = added_next(a, s, n, seg, &k)
+        i = added_next(a, s, n, seg, &k, &scan)
         if i > seg:
             rc = encode_state(st, s + seg, i - seg, out, sc)
             if rc != BPE_OK:
@@ -799,27 +820,47 @@ cdef class CoreEncoder:
 
     def set_added_split(self, tokens, *, bint specials=False):
         """Split ordinary text at these added tokens first, as HF's added vocabulary does: `tokens` is a list of
-        (ASCII bytes, id), each emitted whole where the leftmost-longest scan finds it, the text between them
-        encoded as separate texts (encode_str_split).  Set once; an empty list sets nothing.  Only for tokens
-        that HF matches on the text as given (see hf.HFPipeline.native_route).  specials: the set used when
-        every special token is allowed (encode_str_split(text, specials=True)), the special tokens among them."""
+        (bytes, id) or (bytes, id, normalized) entries, each emitted whole where HF's scan finds it (the tokens
+        with normalized true in a second pass between those without: see AddedSplit), the text between them
+        encoded as separate texts (encode_str_split).  Bytes: valid UTF-8; a text split at a token that starts or
+        ends with a character other than ASCII must be one no normalizer changes (the caller's rule, see
+        hf.HFPipeline._split_plan).  Set once; an empty list sets nothing.  specials: the set used when every
+        special token is allowed (encode_str_split(text, specials=True)), the special tokens among them."""
         cdef AddedSplit* a
-        cdef Py_ssize_t i, total = 0, pos = 0
+        cdef AddedMatcher* m
+        cdef Py_ssize_t i, hi, total = 0, pos = 0, lraw = 0, lnorm = 0
         cdef bytes b
         cdef int first, second
-        toks = sorted(((bytes(t), int(i)) for t, i in (tokens or ())), key=lambda x: (x[0][:1], -len(x[0])))
-        for t, tid in toks:
-            if not t or not t.isascii() or not 0 <= tid < self.vocab.t.n_ids:
-                raise ValueError(f"added split token {t!r} (id {tid}): need non-empty ASCII bytes and a known id")
+        entries = []
+        for e in (tokens or ()):
+            t, tid = bytes(e[0]), int(e[1])
+            late = bool(e[2]) if len(e) > 2 else False
+            try:
+                t.decode("utf-8")
+                ok = bool(t)
+            except UnicodeDecodeError:
+                ok = False
+            if not ok or not 0 <= tid < self.vocab.t.n_ids:
+                raise ValueError(f"added split token {t!r} (id {tid}): need non-empty UTF-8 bytes and a known id")
+            entries.append((late, t, tid))
+        # The first pass's tokens first, then the second's; in each, by first byte, longest first.
+        toks = sorted(entries, key=lambda x: (x[0], x[1][:1], -len(x[1])))
+        for late, t, tid in toks:
             total += len(t)
-        if len({t for t, _ in toks}) != len(toks):
-            raise ValueError("added split tokens: the same bytes twice")
+            if late:
+                lnorm = max(lnorm, len(t))
+            else:
+                lraw = max(lraw, len(t))
+        if len({t for _, t, _ in toks}) != len(toks):
+            raise ValueError("added split tokens: the same bytes twice")     # as in HF, one token per text
         a = NULL
         if toks:
             a = <AddedSplit*>calloc(1, sizeof(AddedSplit))
             if a == NULL:
                 raise MemoryError()
             a.n = len(toks)
+            a.n_raw = sum(1 for late, _, _ in toks if not late)
+            a.lmax = lraw + lnorm
             a.blob = <uint8_t*>malloc(total + 1)
             a.off = <Py_ssize_t*>malloc((a.n + 1) * sizeof(Py_ssize_t))
             a.ids = <uint32_t*>malloc(a.n * sizeof(uint32_t) + 1)
@@ -827,23 +868,27 @@ cdef class CoreEncoder:
                 added_free(a)
                 raise MemoryError()
             for i in range(a.n):
-                b = toks[i][0]
+                b = toks[i][1]
                 a.off[i] = pos
                 memcpy(a.blob + pos, PyBytes_AS_STRING(b), len(b))
                 pos += len(b)
-                a.ids[i] = <uint32_t>toks[i][1]
+                a.ids[i] = <uint32_t>toks[i][2]
+                m = &a.normalized if toks[i][0] else &a.raw
                 first = b[0]
                 if len(b) == 1:
-                    a.single[first] = 1
+                    m.single[first] = 1
                 else:
                     second = b[1]
-                    a.second[first][second >> 3] |= <uint8_t>(1 << (second & 7))
+                    m.second[first][second >> 3] |= <uint8_t>(1 << (second & 7))
             a.off[a.n] = pos
-            i = 0
-            for first in range(257):                          # start[b]: first token whose first byte >= b
-                while i < a.n and toks[i][0][0] < first:
-                    i += 1
-                a.start[first] = <int32_t>i
+            for late in (False, True):
+                m = &a.normalized if late else &a.raw
+                i = a.n_raw if late else 0
+                hi = a.n if late else a.n_raw
+                for first in range(257):                      # start[b]: first token whose first byte >= b
+                    while i < hi and toks[i][1][0] < first:
+                        i += 1
+                    m.start[first] = <int32_t>i
         if (self.added_all if specials else self.added) != NULL:
             added_free(a)
             raise ValueError("set_added_split: already set")      # an encode on another thread may be reading it
@@ -865,6 +910,16 @@ cdef class CoreEncoder:
             return []
         return [(PyBytes_FromStringAndSize(<char*>a.blob + a.off[i], a.off[i + 1] - a.off[i]), a.ids[i])
                 for i in range(a.n)]
+
+    def added_split_passes(self, *, bint specials=False):
+        """set_added_split's tokens as (first pass, second pass), each a list of (bytes, id); specials: the set
+        for every special token allowed (tests, diagnostics)."""
+        cdef const AddedSplit* a = self.added_all if specials else self.added
+        if a == NULL:
+            return [], []
+        got = [(PyBytes_FromStringAndSize(<char*>a.blob + a.off[i], a.off[i + 1] - a.off[i]), a.ids[i])
+               for i in range(a.n)]
+        return got[:a.n_raw], got[a.n_raw:]
 
     @property
     def piece_cache_bytes(self):

@@ -132,7 +132,7 @@ from ctok._bpe cimport (IdVec, BpeScratch, BPE_OK, BPE_NOMEM, idvec_reserve, idv
 from ctok._pretok cimport (next_piece_end, ctok_char, PRETOK_N_KINDS, PRETOK_WHOLE, CT_WS, CT_L, CT_UP, CT_LO,
                            CT_M)
 from ctok._encoder cimport (CoreEncoder, exact_str, EncoderState, encode_state_span, PRETOK_MARKER_WORDS,
-                           PlainRoute, AddedSplit, added_next)
+                           PlainRoute, AddedSplit, AddedScan, added_next)
 
 # Default byte budget of a PrefixCache (the Encoding setting / CTOK_PREFIX_CACHE_BYTES override it).
 DEFAULT_PREFIX_CACHE_BYTES = 64 << 20
@@ -281,9 +281,11 @@ cdef int encode_split_from(const EncoderState* st, const AddedSplit* added, cons
     encoded as a text of its own with its checkpoints (encode_str_split's ids).  The piece at pos starts a
     text here: the pieces from a piece boundary depend on the bytes from there on only (see the proof)."""
     cdef Py_ssize_t seg = pos, i, k = 0, j, before
+    cdef AddedScan scan
     cdef int rc = BPE_OK
+    scan.raw_at = -1
     while True:
-        i = added_next(added, s, n, seg, &k)
+        i = added_next(added, s, n, seg, &k, &scan)
         if i > seg:
             before = ck.size
             rc = encode_from(st, s + seg, i - seg, 0, out, ck, sc)
@@ -650,10 +652,7 @@ cdef class PrefixCache:
                 if a == NULL:
                     self._served_ok = self._served_text_ok = False
                 else:
-                    self._split_lmax = 1
-                    for k in range(a.n):
-                        if a.off[k + 1] - a.off[k] > self._split_lmax:
-                            self._split_lmax = a.off[k + 1] - a.off[k]
+                    self._split_lmax = a.lmax
             self._served = core
         return self._served_text_ok if is_text else self._served_ok
 

@@ -129,7 +129,7 @@ class Encoding:
         self._core.surrogates_raise = True
         if split and not self._core.added_split:
             self._core.set_added_split(split)
-        names = [b.decode("ascii") for b, _ in split]
+        names = [e[0].decode("utf-8") for e in split]
         plain = (self._marked or self._core.encode_marked) if marked else self._plain
         split_plain = None
         if split and not marked and self._split_cache is not None:

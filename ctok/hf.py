@@ -1252,12 +1252,11 @@ class HFPipeline:
         None when some stage runs in Python (another normalizer, a Python pre-tokenizer or BPE, a prefix
         space to add) or an added token is empty.
 
-        `split` holds the non-special added tokens (GPT-NeoX's runs of spaces, say) when the compiled split
-        does what HF does with them: each is ASCII, has no single_word/lstrip/rstrip, is its own normalized
-        form, and all are matched the same way (all raw or all normalized; otherwise a raw one could hide
-        part of a normalized one).  Special tokens stay in `tokens` (ordinary text holding one goes the
-        Python way, which encodes it as text); when the non-special ones cannot all be split, or the route
-        is `marked` (whose prepend rule looks at sections), they stay in `tokens` too and `split` is empty."""
+        `split` holds the non-special added tokens (GPT-NeoX's runs of spaces, Qwen's <think>) when the compiled
+        split finds them as HF does (see _split_plan): (bytes, id, normalized) entries for core.set_added_split.
+        Special tokens stay in `tokens` (ordinary text holding one goes the Python way, which encodes it as
+        text); when the non-special ones cannot all be split, or the route is `marked` (whose prepend rule looks
+        at sections), they stay in `tokens` too and `split` is empty."""
         if self._encoder is not self.core:
             return None
         marked = self._marker_prepend is not None
@@ -1279,34 +1278,47 @@ class HFPipeline:
             return contents, (), [], True
         forms = tuple(arg for _, arg in self._norm_ops)
         plain = [(i, t) for i, t in added if t.content not in self._special_set]
-        if self._splittable(plain):
-            return (texts([(i, t) for i, t in added if t.content in self._special_set]), forms,
-                    [(t.content.encode("ascii"), i) for i, t in plain], False)
+        plan = self._split_plan(plain)
+        if plan:
+            return (texts([(i, t) for i, t in added if t.content in self._special_set]), forms, plan, False)
         return contents, forms, [], False
 
     def native_route_specials(self):
-        """The (bytes, id) pairs the compiled encoder splits at when every special token is allowed (a chat
-        template's output, `encode(text, allowed_special="all")`): all the added tokens, special or not, when
-        native_route is not `marked` and each token is one the compiled split does as HF does (ASCII, no
-        single_word/lstrip/rstrip, its own normalized form, all matched the same way: see native_route); else
-        None.  HF's added vocabulary then finds them all in one leftmost-longest pass over the raw text."""
+        """The (bytes, id, normalized) entries the compiled encoder splits at when every special token is
+        allowed (a chat template's output, `encode(text, allowed_special="all")`): all the added tokens, special
+        or not, when native_route is not `marked` and the compiled split finds them all as HF does (see
+        _split_plan); else None."""
         route = self.native_route()
         if route is None or route[3]:
             return None
-        added = list(self._added_r.items())
-        if not self._splittable(added):
-            return None
-        return [(t.content.encode("ascii"), i) for i, t in added]
+        return self._split_plan(list(self._added_r.items())) or None
 
-    def _splittable(self, pairs) -> bool:
-        """Whether the compiled split (CoreEncoder.set_added_split) finds the added tokens `pairs` ((id, token))
-        as HF does: some, each non-empty ASCII with no single_word/lstrip/rstrip and its own normalized form,
-        all matched the same way (all raw or all normalized; otherwise a raw one could hide part of a normalized
-        one)."""
+    def _split_plan(self, pairs):
+        """The added tokens `pairs` ((id, token)) as core.set_added_split entries ((bytes, id, normalized)) when
+        the compiled split finds them as HF does, else None.  HF's added vocabulary finds the tokens with
+        normalized false on the raw text first, leftmost-longest, then those with normalized true in each text
+        between two of those, after normalizing it (AddedVocabulary.extract_and_normalize): the split makes the
+        same two passes, on text the normal forms leave as it is.  Each token must be non-empty, with no
+        single_word/lstrip/rstrip (not done natively), its own normalized form (the second pass looks for the
+        token as given), and valid UTF-8; where a Unicode normal form runs, its first and last characters must be
+        ASCII: cutting beside an ASCII character changes no normal form of the texts on either side, which
+        then stay as they are (DeepSeek-V3's <｜User｜> needs the identity normalizer it has)."""
+        if not pairs:
+            return None
         norm = self._normalized_cache
-        return bool(pairs) and len({t.normalized for _, t in pairs}) == 1 and all(
-            t.content and t.content.isascii() and not (t.single_word or t.lstrip or t.rstrip)
-            and norm.get(i, t.content) == t.content for i, t in pairs)
+        forms = bool(self._norm_ops)
+        plan = []
+        for i, t in pairs:
+            c = t.content
+            if not c or t.single_word or t.lstrip or t.rstrip or norm.get(i, c) != c:
+                return None
+            if forms and not (c[0].isascii() and c[-1].isascii()):
+                return None
+            try:
+                plan.append((c.encode("utf-8"), i, bool(t.normalized)))
+            except UnicodeEncodeError:
+                return None
+        return plan
 
     def encode_without_added_tokens(self, text: str) -> List[int]:
         """Normalizer, pre-tokenizer and model only: no added token is matched, special or not (what

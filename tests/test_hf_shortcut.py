@@ -190,8 +190,8 @@ def test_neox_space_tokens_take_the_split_route():
     path = vocab_path("gpt-neox-20b", "tokenizer.json")
     enc = ctok.load(str(path))
     tokens, forms, split, _ = enc._hf_route()
-    assert len(split) == 23 and all(set(b) == {32} for b, _ in split)
-    names = [b.decode() for b, _ in split]
+    assert len(split) == 23 and all(set(e[0]) == {32} for e in split)
+    names = [e[0].decode() for e in split]
     text = corpus_text("code_python.txt", 200_000)
     calls = []
     fast = FastOrdinary(enc._core, lambda t: calls.append(t) or ["slow"], tokens, forms=forms, split=names)
@@ -206,26 +206,38 @@ def test_neox_space_tokens_take_the_split_route():
 
 
 SPLIT_CASES = {
-    # name: (non-special added tokens as (content, flags), whether the core may split at them)
-    "overlapping": ([("ab", {}), ("abc", {}), ("bcd", {}), ("b", {}), ("  ", {}), ("x y", {})], True),
-    "raw": ([("ab", {"normalized": False}), ("abc", {"normalized": False}), ("<b>", {"normalized": False})], True),
-    "mixed-normalized": ([("ab", {"normalized": False}), ("abc", {"normalized": True})], False),
-    "lstrip": ([("ab", {}), ("cd", {"lstrip": True})], False),
-    "non-ascii": ([("ab", {}), ("é", {})], False),
+    # name: (non-special added tokens as (content, flags), whether the core may split at them, normalizer)
+    "overlapping": ([("ab", {}), ("abc", {}), ("bcd", {}), ("b", {}), ("  ", {}), ("x y", {})], True, "NFC"),
+    "raw": ([("ab", {"normalized": False}), ("abc", {"normalized": False}), ("<b>", {"normalized": False})], True,
+            "NFC"),
+    # HF finds the raw tokens first, then the normalized ones between them: "xabc" is "x" + "abc", where one
+    # leftmost-longest pass over all of them would take "xa" first.
+    "two-passes": ([("abc", {"normalized": False}), ("xa", {"normalized": True}), ("c>", {"normalized": True}),
+                    ("b", {"normalized": True}), ("<b>", {"normalized": False}), ("ab", {"normalized": True})],
+                   True, "NFC"),
+    "lstrip": ([("ab", {}), ("cd", {"lstrip": True})], False, "NFC"),
+    # Under a normal form a token must start and end with ASCII (a cut beside another character could change
+    # the normal form of the texts around it) ...
+    "non-ascii": ([("ab", {}), ("é", {})], False, "NFC"),
+    # ... and without one it may be any text (DeepSeek-V3's <｜User｜>).
+    "non-ascii-no-normalizer": ([("ab", {}), ("é", {}), ("<｜U｜>", {"normalized": False}), ("｜", {}),
+                                 ("｜U", {"normalized": False}), ("e\u0301", {})], True, None),
 }
 
 
 @pytest.mark.parametrize("case", sorted(SPLIT_CASES))
 def test_added_token_split_matches_hf(tmp_path, case):
     # Synthetic ByteLevel files with non-special added tokens (and two special ones): the compiled split
-    # (leftmost-longest, gaps encoded as texts of their own) against HF on random texts made of the
-    # tokens' pieces, through encode_ordinary and encode; the split route must be taken when allowed.
+    # (HF's two leftmost-longest passes, gaps encoded as texts of their own) against HF on random texts made
+    # of the tokens' pieces, through encode_ordinary and encode, and encode with every special token allowed;
+    # the split routes must be taken when allowed.
     from test_hf import BL, BL_DEC, _trained_model, _write
 
-    toks, allowed = SPLIT_CASES[case]
+    toks, allowed, normalizer = SPLIT_CASES[case]
     added = [{"content": "<|end|>", "special": True}, {"content": "<|pad|>", "special": True}]
     added += [{"content": c, "special": False, "normalized": True, **flags} for c, flags in toks]
-    path = _write(tmp_path, f"split-{case}", _trained_model("byte"), normalizer={"type": "NFC"},
+    path = _write(tmp_path, f"split-{case}", _trained_model("byte"),
+                  normalizer={"type": normalizer} if normalizer else None,
                   pre_tokenizer=BL, decoder=BL_DEC, added_tokens=added)
     enc = ctok.load(str(path))
     ref = tokenizers.Tokenizer.from_file(str(path))
@@ -233,10 +245,11 @@ def test_added_token_split_matches_hf(tmp_path, case):
     ref_ordinary.encode_special_tokens = True
     route = enc._hf_route()
     assert route is not None and bool(route[2]) == allowed
+    assert (enc._split_all is not None) == allowed
     rnd = random.Random(SEED_ROUTE)
     bits = ["a", "b", "c", "d", "ab", "abc", "bcd", " ", "  ", "   ", "x y", "x", "y", "<", ">", "<b>", "\n", "é",
-            "e\u0301", "hello", " world", "12"]
-    texts = ["", "ab", "abc", "abcd", "bcd", "xx y", "a  b", "<|end|>", "ab<|end|>ab"]
+            "e\u0301", "hello", " world", "12", "｜", "<｜U｜>", "U", "<｜", "<|end|>", "<|pa", "xa", "c>"]
+    texts = ["", "ab", "abc", "abcd", "bcd", "xx y", "a  b", "<|end|>", "ab<|end|>ab", "xabc", "abc>", "x<b>"]
     texts += ["".join(rnd.choice(bits) for _ in range(rnd.randint(1, 30))) for _ in range(400)]
     for text in texts:
         want = ref_ordinary.encode(text, add_special_tokens=False).ids
@@ -244,10 +257,12 @@ def test_added_token_split_matches_hf(tmp_path, case):
         if "<|end|>" not in text and "<|pad|>" not in text:
             assert_same_ids(enc.encode(text), ref.encode(text, add_special_tokens=False).ids, text,
                             label=f"{case} encode")
+        assert_same_ids(enc.encode(text, allowed_special="all"), ref.encode(text, add_special_tokens=False).ids,
+                        text, label=f"{case} encode, every special allowed")
     if allowed:
         from ctok._encoder import FastOrdinary
         calls = []
-        names = [b.decode() for b, _ in route[2]]
+        names = [e[0].decode() for e in route[2]]
         fast = FastOrdinary(enc._core, lambda t: calls.append(t) or ["slow"], route[0], forms=route[1],
                             split=names)
         fast("ab abc x y")
@@ -350,7 +365,7 @@ def test_text_the_normalizer_changes_goes_native_once_normalized():
     assert forms == ("NFC",)
     calls = []
     fast = FastOrdinary(enc._core, lambda t: calls.append(t) or ["slow"], tokens, forms=forms,
-                        split=[b.decode() for b, _ in split], normalize=partial(normalize_forms, forms))
+                        split=[e[0].decode() for e in split], normalize=partial(normalize_forms, forms))
     docs = corpus_text("en_python_docs.rst.txt", 2_000_000)
     texts = [docs, "\u212a", "cafe\u0301 na\u0308ive", "\u1100\u1161\u11a8 x", "a\u0323\u0301" * 50,
              "\u212b" + "x" * 3000, "\u0344 \u0958 \uf900"]

@@ -219,6 +219,56 @@ def test_split_cache_cuts_adversarially(split_core):
     assert plain.encode_str(core, base) == core.encode_str(base)      # a plain cache keeps the plain reading
 
 
+# HF's two passes (AddedSplit): raw tokens first, then normalized ones between them.  The normalized tokens
+# overlap raw ones on either side, inside them, and hold characters other than ASCII.  "!cdefghij", the longest,
+# found in one prompt and not in another (which parts from it at its last byte) lets "a....!" be found in the
+# other, five bytes before it: the piece boundary after "a" is then decided within both prompts' common part
+# plus the longest raw token, but not within the common part less both passes' longest tokens.
+SPLIT2_RAW = [b"!cdefghij", b"<think>", "\uff5cX\uff5c".encode(), b"qq"]
+SPLIT2_NORM = [b"a....!", b"think", b"j>", "\uff5cX".encode(), b"q", b" x"]
+SPLIT2_ATOMS = SPLIT2_RAW + SPLIT2_NORM + [b"!", b"a.", b"....", b"!cdefghi", b"x", b"j", b">", b"<", b"<th",
+                                           "\uff5c".encode(), b"X", b"Z", b"th"]
+
+
+@pytest.fixture(scope="module")
+def split2_core(o200k):
+    core = CoreEncoder(vocab=o200k._core.vocab, pretok_kind=o200k._core.pretok_kind)
+    core.set_added_split([(t, 199_000 + i, False) for i, t in enumerate(SPLIT2_RAW)]
+                         + [(t, 199_100 + i, True) for i, t in enumerate(SPLIT2_NORM)])
+    return core
+
+
+def test_split_cache_of_two_passes_cuts_adversarially(split2_core):
+    """A split cache whose encoder splits in two passes: prompts parting from cached ones anywhere give
+    core.encode_str_split's ids.  A prompt "... a....!cdefghiZ" after a cached "... a....!cdefghij" (where the
+    raw "!cdefghij" kept the normalized "a....!" out) must not reuse the cached reading of "a": the cut backs
+    off by the longest raw and the longest normalized token together, not by the longest of all."""
+    core = split2_core
+    assert core.encode_str_split("a....!cdefghij") == core.encode_str_split("a....") + [199_000]
+    assert core.encode_str_split("a....!cdefghiZ")[0] == 199_100
+    filler = "word 12 Word, " * 200
+    for lead in ["\n", " ", "x", ", "]:
+        cache = PrefixCache(1 << 22, min_bytes=0, split=True)
+        texts = [filler + lead + "a....!cdefghij more"] * 2 + [filler + lead + "a....!cdefghiZ more"]
+        for t in texts:                                   # kept at its second sighting, then reused
+            assert cache.encode_str(core, t) == core.encode_str_split(t), repr(lead)
+        assert cache.stats()["hits"] == 1
+    rnd = random.Random(SEED * 37)
+    cache = PrefixCache(1 << 22, min_bytes=0, split=True)
+    for _ in range(16):
+        base = b"".join(rnd.choice(SPLIT2_ATOMS) if rnd.random() < 0.1 else rnd.choice(PLAIN_ATOMS)
+                        for _ in range(rnd.randint(60, 600))).decode()
+        assert cache.encode_str(core, base) == core.encode_str_split(base)
+        for _ in range(40):
+            k = rnd.randint(0, len(base))
+            tail = b"".join(rnd.choice(SPLIT2_ATOMS) for _ in range(rnd.randint(0, 8))).decode()
+            v = base[:k] + tail + base[k:] if rnd.random() < 0.3 else base[:k] + tail
+            assert cache.encode_str(core, v) == core.encode_str_split(v), (base, v)
+            if rnd.random() < 0.1:
+                base = v if len(v) > 100 else base
+    assert cache.stats()["hits"] > 100
+
+
 def test_split_cache_serves_split_encoders_only(o200k, split_core, sp_cores):
     cache = PrefixCache(1 << 20, min_bytes=0, split=True)
     text = "x" * 300 + "<think>" + "y" * 300
@@ -253,12 +303,20 @@ def test_tokenizer_json_texts_with_added_tokens_use_their_cache():
     enc.set_prefix_cache(None)
 
 
-@pytest.mark.parametrize("rel", ["qwen3/tokenizer.json", "llama3-hf/tokenizer.json", "gpt2/tokenizer.json"])
+def _overlapping(a, b):
+    # Some text holds a and b overlapping: one contains the other, or one ends with the other's start.
+    return a in b or b in a or any(a.endswith(b[:k]) or b.endswith(a[:k]) for k in range(1, min(len(a), len(b))))
+
+
+@pytest.mark.parametrize("rel", ["qwen3/tokenizer.json", "llama3-hf/tokenizer.json", "gpt2/tokenizer.json",
+                                 "deepseek-v3/tokenizer.json"])
 def test_tokenizer_json_templates_split_at_specials_through_their_cache(rel):
     """encode(text, allowed_special="all") of a tokenizer.json file whose every added token the core can split at
-    (a chat template's output): the core splits at the special and added tokens together, through a cache of
-    its own.  Random texts of special and added tokens, fragments of them and ordinary text, prompts parting
-    anywhere, and a growing templated chat give HF tokenizers' ids (with its post-processor too)."""
+    (a chat template's output): the core splits at the special and added tokens together (in HF's two passes
+    where some are matched raw and some normalized: DeepSeek-V3), through a cache of its own.  Random texts of
+    special and added tokens (those of the second pass with every first-pass token they overlap), fragments of
+    them and ordinary text, prompts parting anywhere, and a growing templated chat give HF tokenizers' ids (with
+    its post-processor too)."""
     tokenizers = pytest.importorskip("tokenizers")
     from _shared import vocab_path
     path = str(vocab_path(*rel.split("/")))
@@ -271,6 +329,10 @@ def test_tokenizer_json_templates_split_at_specials_through_their_cache(rel):
     names = [names[0], names[-1]] + rnd.sample(names, min(4, len(names)))
     added = [t for t, _ in enc._core.added_split][:4]
     names += [t.decode() for t in added]
+    first, second = enc._core.added_split_passes(specials=True)
+    crossing = [t for t, _ in second if any(_overlapping(t, u) for u, _ in first)]
+    for t in crossing[:4] + [t for t, _ in rnd.sample(second, min(2, len(second)))]:
+        names += [t.decode()] + [u.decode() for u, _ in first if _overlapping(t, u)][:3]
     atoms = names + [n[:k] for n in names for k in (1, 2, len(n) // 2, len(n) - 1) if k > 0] + \
         [a.decode("utf-8", "replace") for a in ATOMS if b"\xff" not in a and b"\xe4" not in a]
     atoms = [a for a in atoms if "\ufffd" not in a]
