@@ -2,7 +2,7 @@
 """Batch encoding on every core (issue 5): 10,000 chat-sized texts of 50-2,000 bytes, side by side in one
 process with tiktoken's encode_ordinary_batch and fastokens' encode_batch / encode_batch_flat.
 
-Usage: python bench/batch_bench.py [--encoding o200k_base] [--texts 10000] [--repeat 3]
+Usage: python bench/batch_bench.py [--encoding o200k_base] [--texts 10000] [--repeat 3] [--templated]
 
 The texts are slices of ../shared/corpus (English prose and code above all, some Russian, Chinese and
 Japanese), cut at random offsets with random lengths.  "unseen" runs each call on a new set of slices
@@ -10,6 +10,11 @@ Japanese), cut at random offsets with random lengths.  "unseen" runs each call o
 calls on one set.  Outputs: lists of ids (ctok encode_ordinary_batch, tiktoken, fastokens .ids) or flat
 arrays (ctok and fastokens encode_batch_flat).  fastokens sets its own thread count (all cores); tiktoken
 and ctok are run at 1 thread and at all cores.  Ratios, not absolute MB/s, are what carry over between runs.
+
+--templated: each text wrapped in a chat template of the encoding's special tokens and encoded with every
+special token allowed (encode_batch(..., allowed_special="all"), as a server encodes its rendered prompts),
+beside ctok's per-text encode and tiktoken's encode_batch with the same policy; fastokens is left out (its
+batch takes no special-token policy).
 """
 import argparse
 import json
@@ -53,6 +58,30 @@ def tiktoken_ref(name):
                              special_tokens=r["special_tokens"]), r, folder / r["file"]
 
 
+def template(enc):
+    """text -> the text in a chat template of two of the encoding's special tokens."""
+    names = sorted(enc.special_tokens)
+    start = next((n for n in names if "start" in n), names[0])
+    end = next((n for n in names if "end" in n and n != start), names[-1])
+    return lambda t: f"{start}user\n{t}{end}\n{start}assistant\n"
+
+
+def templated_runners(name, cores):
+    import ctok
+    ref, recipe, path = tiktoken_ref(name)
+    enc = ctok.load(str(path))
+    out = {
+        "ctok per-text encode": lambda ts: [enc.encode(t, allowed_special="all") for t in ts],
+        "ctok lists 1 thread": lambda ts: enc.encode_batch(ts, num_threads=1, allowed_special="all"),
+        f"ctok lists {cores} threads": lambda ts: enc.encode_batch(ts, num_threads=cores, allowed_special="all"),
+        "ctok flat 1 thread": lambda ts: enc.encode_batch_flat(ts, num_threads=1, allowed_special="all"),
+        f"ctok flat {cores} threads": lambda ts: enc.encode_batch_flat(ts, num_threads=cores, allowed_special="all"),
+        "tiktoken lists 1 thread": lambda ts: ref.encode_batch(ts, num_threads=1, allowed_special="all"),
+        f"tiktoken lists {cores} threads": lambda ts: ref.encode_batch(ts, num_threads=cores, allowed_special="all"),
+    }
+    return out, ref, enc
+
+
 def runners(name, cores):
     import ctok
     ref, recipe, path = tiktoken_ref(name)
@@ -80,29 +109,39 @@ def main():
     ap.add_argument("--encoding", default="o200k_base")
     ap.add_argument("--texts", type=int, default=10000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--templated", action="store_true")
     args = ap.parse_args()
     cores = os.cpu_count() or 1
-    run, ref, enc = runners(args.encoding, cores)
+    run, ref, enc = (templated_runners if args.templated else runners)(args.encoding, cores)
+    wrap = template(enc) if args.templated else (lambda t: t)
+    texts_of = (lambda count, seed: [wrap(t) for t in make_texts(count, seed)])
 
-    check = make_texts(300, 1)
-    assert enc.encode_ordinary_batch(check, num_threads=cores) == [ref.encode_ordinary(t) for t in check]
-    ids, offs = enc.encode_batch_flat(check, num_threads=cores)
-    assert ids.tolist() == [i for t in check for i in ref.encode_ordinary(t)]
+    check = texts_of(300, 1)
+    if args.templated:
+        want = [ref.encode(t, allowed_special="all") for t in check]
+        assert enc.encode_batch(check, num_threads=cores, allowed_special="all") == want
+        ids, offs = enc.encode_batch_flat(check, num_threads=cores, allowed_special="all")
+    else:
+        want = [ref.encode_ordinary(t) for t in check]
+        assert enc.encode_ordinary_batch(check, num_threads=cores) == want
+        ids, offs = enc.encode_batch_flat(check, num_threads=cores)
+    assert ids.tolist() == [i for w in want for i in w]
 
-    size = sum(len(t.encode("utf-8")) for t in make_texts(args.texts, 2))
-    print(f"{args.texts} texts of 50-2,000 bytes, {size / 1e6:.1f} MB, {args.encoding}, {cores} cores")
+    size = sum(len(t.encode("utf-8")) for t in texts_of(args.texts, 2))
+    kind = "chat-templated texts" if args.templated else "texts"
+    print(f"{args.texts} {kind} of 50-2,000 bytes, {size / 1e6:.1f} MB, {args.encoding}, {cores} cores")
     unseen, again = {}, {}
     # unseen: every call gets slices it has never seen, in an interleaved order across libraries
     seed = 100
     for r in range(args.repeat):
         for label, fn in run.items():
             seed += 1
-            texts = make_texts(args.texts, seed)
+            texts = texts_of(args.texts, seed)
             mbytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
             t0 = time.perf_counter()
             fn(texts)
             unseen.setdefault(label, []).append(mbytes / (time.perf_counter() - t0))
-    texts = make_texts(args.texts, 2)
+    texts = texts_of(args.texts, 2)
     for label, fn in run.items():
         fn(texts)
     for r in range(args.repeat):

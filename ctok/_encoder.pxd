@@ -162,8 +162,9 @@ cdef class CoreEncoder:
     cdef int encode_into(self, const uint8_t* s, Py_ssize_t n, IdVec* out, BpeScratch* sc) noexcept nogil
     cdef list _encode_str(self, text, const AddedSplit* added)
     cdef list _encode_utf8(self, const uint8_t* s, Py_ssize_t n, const AddedSplit* added)
+    cdef const AddedSplit* _specials_split(self, bint specials) except? NULL
     cdef int _encode_bytes(self, bytes data, IdVec* out, bint split) except -1
-    cdef int _encode_many(self, list datas, IdVec* out, int64_t* ends) except -1
+    cdef int _encode_many(self, list datas, IdVec* out, int64_t* ends, const AddedSplit* added=*) except -1
     cdef int _gather(self, tokens, IdVec* tmp, char** buf, Py_ssize_t* length) except -1
     cdef int _join(self, const uint8_t* s, Py_ssize_t n, list spans, IdVec* out) except -1
 

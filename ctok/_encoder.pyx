@@ -986,9 +986,10 @@ cdef class CoreEncoder:
         finally:
             idvec_free(&out)
 
-    cdef int _encode_many(self, list datas, IdVec* out, int64_t* ends) except -1:
+    cdef int _encode_many(self, list datas, IdVec* out, int64_t* ends, const AddedSplit* added=NULL) except -1:
         # Encode every item of `datas` into `out`, ends[i] = out.size after text i, with the GIL released
-        # for the whole loop (the list and its items stay alive: the caller holds `datas`).  Items are bytes
+        # for the whole loop (the list and its items stay alive: the caller holds `datas`); split at `added`
+        # first when it is not NULL (encode_str_split's ids).  Items are bytes
         # (UTF-8) or str: an ASCII str is read in place, any other gets ctok's own UTF-8 copy (_utf8.h, freed
         # here; the str is not given CPython's), lone surrogates become U+FFFD as in encode_str.  The copies
         # are made with the GIL released too: in a batch on several threads, work done holding the GIL is
@@ -1051,7 +1052,8 @@ cdef class CoreEncoder:
             scratch_init(&sc)
             with nogil:
                 for i in range(n):
-                    rc = self.encode_into(ptrs[i], lens[i], out, &sc)
+                    rc = (encode_added(&self.state, added, ptrs[i], lens[i], out, &sc) if added != NULL
+                          else self.encode_into(ptrs[i], lens[i], out, &sc))
                     if rc != BPE_OK:
                         break
                     ends[i] = out.size
@@ -1067,8 +1069,18 @@ cdef class CoreEncoder:
             free(pending)
         return 0
 
-    def encode_many(self, list datas):
-        """[encode_ordinary(d) for d in datas] (bytes or str items), with one GIL release for the whole list."""
+    cdef const AddedSplit* _specials_split(self, bint specials) except? NULL:
+        # The split at every special token for specials, else NULL (no split).
+        if not specials:
+            return NULL
+        if self.added_all == NULL:
+            raise ValueError("no split at the special tokens set (set_added_split(..., specials=True))")
+        return self.added_all
+
+    def encode_many(self, list datas, *, bint specials=False):
+        """[encode_ordinary(d) for d in datas] (bytes or str items), with one GIL release for the whole list;
+        specials: [encode_str_split(d, specials=True) for d in datas] (a batch of chat templates' outputs)."""
+        cdef const AddedSplit* added = self._specials_split(specials)
         cdef IdVec out
         cdef Py_ssize_t n = len(datas), i, start = 0
         cdef int64_t* ends = <int64_t*>malloc((n + 1) * sizeof(int64_t))
@@ -1078,7 +1090,7 @@ cdef class CoreEncoder:
             raise MemoryError()
         out.data = NULL; out.size = 0; out.cap = 0
         try:
-            self._encode_many(datas, &out, ends)
+            self._encode_many(datas, &out, ends, added)
             for i in range(n):
                 view.data = out.data + start
                 view.size = ends[i] - start
@@ -1089,13 +1101,14 @@ cdef class CoreEncoder:
             free(ends)
             idvec_free(&out)
 
-    def encode_many_flat(self, list datas):
+    def encode_many_flat(self, list datas, *, bint specials=False):
         """(IdBuffer of native uint32 ids, bytearray of native int64 ends) for all of `datas`: ends[i]
-        is where text i's ids stop.  numpy.frombuffer views both without copying."""
+        is where text i's ids stop.  numpy.frombuffer views both without copying.  specials: as encode_many."""
+        cdef const AddedSplit* added = self._specials_split(specials)
         cdef IdBuffer ids = IdBuffer()
         cdef Py_ssize_t n = len(datas)
         cdef bytearray ends = bytearray(n * sizeof(int64_t))
-        self._encode_many(datas, &ids.ids, <int64_t*><char*>ends)
+        self._encode_many(datas, &ids.ids, <int64_t*><char*>ends, added)
         return ids, ends
 
     @property
@@ -1953,6 +1966,19 @@ cdef class CompiledRoute:
             if (type(t) is str and not has_surrogate(<str>t)
                     and route_of(<str>t, &self.route, self.all_prefix, self.rest_prefix, self.forms,
                                  self.nf_mask) == ROUTE_PLAIN):
+                out.append(i)
+        return out
+
+    def split_all_indices(self, list texts):
+        """The indices of the texts (exact strs) that encode with every special token allowed hands to the core's
+        split at every special token, whatever else the route would try first: no lone surrogate (refused as HF
+        does), nothing for the normal forms to change (see FastEncode.call; text holding no added token gets
+        the same ids from either)."""
+        cdef Py_ssize_t i
+        cdef list out = []
+        for i in range(len(texts)):
+            t = texts[i]
+            if type(t) is str and not has_surrogate(<str>t) and unchanged_by(<str>t, self.forms, self.nf_mask):
                 out.append(i)
         return out
 

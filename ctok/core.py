@@ -11,7 +11,7 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 from bisect import bisect_left
-from functools import lru_cache
+from functools import lru_cache, partial
 from itertools import accumulate
 from typing import AbstractSet, Collection, Iterable, List, Literal, Optional, Sequence, Tuple, Union
 
@@ -136,7 +136,6 @@ class Encoding:
             split_plain = self._split_cache.bind(self._core)    # <think> turns, through their own cache
         normalize = None
         if forms:
-            from functools import partial
             from .hf import normalize_forms
             normalize = partial(normalize_forms, forms)
         # The routes' `call` methods are bound, not the objects: a method call takes CPython's vectorcall
@@ -187,7 +186,6 @@ class Encoding:
         if specials_split and self._specials_cache is not None:
             self._split_all = self._specials_cache.bind(self._core)
         elif specials_split:
-            from functools import partial
             self._split_all = partial(self._core.encode_str_split, specials=True)
         if self._hf is not None and self._hf._encoder is self._core:
             self._hf.segment_cache = self._prefix_cache      # text holding special or added tokens
@@ -696,10 +694,19 @@ class Encoding:
         def one(t):
             return self.encode(t, allowed_special=allowed_special, disallowed_special=disallowed_special,
                                add_special_tokens=add_special_tokens)
+        picked = self._specials_batch(texts, allowed_special, disallowed_special)
+        if picked is not None:
+            post = self._hf.post_process if add_special_tokens and self._hf is not None else None
+
+            def batch(sub):
+                chunks = self._chunks(sub, num_threads)
+                parts = (_pool_all(partial(self._core.encode_many, specials=True), chunks) if len(chunks) > 1
+                         else [self._core.encode_many(chunks[0], specials=True)])
+                return [post(ids) if post is not None else ids for part in parts for ids in part]
+            return self._mixed_batch(texts, picked, batch, one)
         names_only = (allowed_special == "all" or isinstance(allowed_special, (set, frozenset))
                       or (isinstance(allowed_special, (tuple, list)) and not allowed_special))
-        default_disallowed = (disallowed_special == "all"
-                              or (isinstance(disallowed_special, (tuple, list, set, frozenset)) and not disallowed_special))
+        default_disallowed = _default_disallowed(disallowed_special)
         if (self._batch_route is not None and len(texts) >= MIN_PARALLEL_BATCH and names_only
                 and default_disallowed and not self._needs_cut(texts)):
             # As in encode: a text the route sends plain holds no added token, so every such policy gives the
@@ -716,6 +723,22 @@ class Encoding:
                                          lambda sub: self.encode_ordinary_batch(sub, num_threads=num_threads), one)
         return self._map(one, texts, num_threads)
 
+    def _specials_batch(self, texts: list, allowed_special, disallowed_special) -> Optional[List[int]]:
+        """For a batch encoded with every special token allowed (chat templates' outputs): the indices of the
+        texts whose encode() is the core's split at every special token (_split_all), which the batch encodes
+        together with the GIL released (CoreEncoder.encode_many(..., specials=True)); the others go one by one.
+        None when this batch cannot go that way: another policy, no such split, texts to cut first (the long-
+        input wrappers), too few texts."""
+        if (self._split_all is None or not (isinstance(allowed_special, str) and allowed_special == "all")
+                or not _default_disallowed(disallowed_special) or len(texts) < MIN_PARALLEL_BATCH
+                or self._needs_cut(texts)):
+            return None
+        if self._hf is None:
+            return list(range(len(texts)))      # lone surrogates become U+FFFD in both, as in tiktoken
+        if self._batch_route is None:
+            return None
+        return self._batch_route.split_all_indices(texts)
+
     def encode_batch_flat(self, texts: Sequence[str], *, num_threads: Optional[int] = None,
                           allowed_special: AllowedSpecial = frozenset(),
                           disallowed_special: DisallowedSpecial = "all"):
@@ -725,17 +748,20 @@ class Encoding:
         texts = list(texts)
         _check_texts(texts)
         offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-        if self._native_plain() and not allowed_special and not self._needs_cut(texts):
-            self._check_no_disallowed(texts, disallowed_special)
+        plain = self._native_plain() and not allowed_special and not self._needs_cut(texts)
+        picked = None if plain else self._specials_batch(texts, allowed_special, disallowed_special)
+        if plain or (picked is not None and len(picked) == len(texts)):
+            if plain:
+                self._check_no_disallowed(texts, disallowed_special)
             results = []
-            for datas, long in self._groups(texts, num_threads):
+            for datas, long in (self._groups(texts, num_threads) if plain else [(texts, False)]):
                 if long:
                     ids_buf = self._encode_long(_utf8(datas[0]), num_threads, flat=True)
                     results.append((ids_buf, np.array([len(ids_buf) // 4], dtype=np.int64).tobytes()))
                     continue
                 chunks = self._chunks(datas, num_threads)
-                results += (_pool_all(self._core.encode_many_flat, chunks) if len(chunks) > 1
-                            else [self._core.encode_many_flat(chunks[0])])
+                flat = partial(self._core.encode_many_flat, specials=not plain)
+                results += _pool_all(flat, chunks) if len(chunks) > 1 else [flat(chunks[0])]
             parts, pos, base = [], 1, 0
             for ids_buf, ends_buf in results:
                 ends = np.frombuffer(ends_buf, dtype=np.int64)
@@ -975,6 +1001,12 @@ def _pool() -> ThreadPoolExecutor:
             _the_pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1),
                                            thread_name_prefix="ctok")
         return _the_pool
+
+
+def _default_disallowed(disallowed_special) -> bool:
+    """disallowed_special that forbids nothing beyond the special tokens not allowed: "all", or empty."""
+    return disallowed_special == "all" or (
+        isinstance(disallowed_special, (tuple, list, set, frozenset)) and not disallowed_special)
 
 
 def _pool_all(fn, items: list) -> list:

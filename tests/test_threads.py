@@ -220,3 +220,81 @@ def test_tokenizer_json_batches_equal_per_text(folder):
         enc.encode_ordinary("a\ud800b")
     with pytest.raises(type(per_text_error.value)):
         enc.encode_ordinary_batch(bad, num_threads=2)
+
+
+SPECIALS_BATCH_FILES = ["o200k_base", "kimi-k2", "llama3-tiktoken", "qwen3/tokenizer.json",
+                        "deepseek-v3/tokenizer.json", "llama3-hf/tokenizer.json"]
+
+
+@pytest.mark.parametrize("source", SPECIALS_BATCH_FILES)
+def test_template_batches_split_at_specials_natively(source):
+    """encode_batch / encode_batch_flat with every special token allowed (a batch of chat templates' outputs):
+    the texts whose encode() is the core's split at every special token are encoded together by it (GIL
+    released, threads), the others one by one.  Templated texts, special-token fragments, lone surrogates
+    (U+FFFD for tiktoken files, an error for tokenizer.json files), text the normal form changes, str
+    subclasses and empty texts: the per-text ids in order, the reference's ids, for one and two threads."""
+    import numpy as np
+
+    from _shared import TIKTOKEN_FAMILIES, shared_dir
+
+    shared_dir()
+    if source.endswith(".json"):
+        import tokenizers
+        path = vocab_path(*source.split("/"))
+        enc = ctok.load(str(path))
+        hf = tokenizers.Tokenizer.from_file(str(path))
+
+        def ref(t, post=False):
+            return hf.encode(t, add_special_tokens=post).ids
+    else:
+        family = next(f for f in TIKTOKEN_FAMILIES if f.folder == source)
+        enc = ctok.load(str(family.source_file()))
+        tk = reference_encoding(family.folder, family.recipe)
+
+        def ref(t, post=False):
+            return tk.encode(t, allowed_special="all")
+    assert enc._split_all is not None
+    rnd = random.Random(SEED_BATCH)
+    names = sorted(enc.special_tokens)
+    names = [names[0], names[-1]] + rnd.sample(names, min(6, len(names)))
+    words = [corpus_text(n, 4_000) for n in corpus_names()]
+    texts = []
+    for i in range(60):
+        body = rnd.choice(words)
+        k = rnd.randrange(len(body))
+        parts = [names[0], "system\nYou are helpful.", names[1], "\n", rnd.choice(names), "user\n",
+                 body[k:k + rnd.randint(0, 600)], rnd.choice(names), rnd.choice(names)[:rnd.randint(1, 8)]]
+        texts.append("".join(parts[:rnd.randint(1, len(parts))]))
+    texts += ["", names[0], names[0] * 3, names[0][:-1], "e\u0301" + names[1], "\u212b" + names[0],
+              _S(names[0] + "x"), "a\ud800" + names[1], names[1] + "\udfff"]
+    rnd.shuffle(texts)
+    picked = enc._specials_batch(texts, "all", "all")
+    hf_file = enc._hf is not None
+    if hf_file:        # lone surrogates and text the normal form changes go one by one
+        from ctok.hf import normalize_forms
+        forms = enc._hf_route()[1]
+        assert sorted(picked) == [i for i, t in enumerate(texts) if type(t) is str and not has_surrogate(t)
+                                  and normalize_forms(forms, t) == t]
+    else:
+        assert picked == list(range(len(texts)))
+    for post in ((False, True) if hf_file else (False,)):
+        kw = {"allowed_special": "all", "add_special_tokens": post} if hf_file else {"allowed_special": "all"}
+        good = [t for t in texts if not (hf_file and has_surrogate(t))]
+        per_text = [enc.encode(t, **kw) for t in good]
+        assert per_text == [ref(t, post) for t in good]
+        for threads in (1, 2):
+            assert enc.encode_batch(good, num_threads=threads, **kw) == per_text
+            if not post:
+                ids, offsets = enc.encode_batch_flat(good, num_threads=threads, allowed_special="all")
+                assert ids.dtype == np.uint32 and len(offsets) == len(good) + 1
+                assert [ids[offsets[i]:offsets[i + 1]].tolist() for i in range(len(good))] == per_text
+    if hf_file:
+        with pytest.raises(Exception):
+            enc.encode_batch(texts, allowed_special="all")        # a lone surrogate raises, as encode does
+
+
+SEED_BATCH = 20261204
+
+
+class _S(str):
+    pass

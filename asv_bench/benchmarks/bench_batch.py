@@ -146,3 +146,42 @@ class ChatBatchPeers:
 
     def time_encode_batch(self, family, lib):
         self.fn(self.texts)
+
+
+class TemplatedChatBatch:
+    """The chat texts in a chat template of the encoding's special tokens, encoded with every special token
+    allowed (how a server encodes its rendered prompts): the core splits at the special tokens, on 1 thread and
+    on all cores (encode_batch), against the per-text encode."""
+    params = (["o200k_base", "kimi-k2", "qwen3"], THREADS)
+    param_names = ["family", "threads"]
+    number = 1
+    repeat = (2, 5, 10.0)
+    rounds = 1
+    timeout = 300
+
+    def setup(self, family, threads):
+        self.enc = load_ctok(family)
+        names = sorted(self.enc.special_tokens)
+        start = next((n for n in names if "start" in n), names[0])
+        end = next((n for n in names if "end" in n and n != start), names[-1])
+        self.texts = [f"{start}user\n{t}{end}\n{start}assistant\n" for t in chat_texts(4000)]
+        self.mb = sum(mb(t) for t in self.texts)
+
+    def time_encode_batch(self, family, threads):
+        self.enc.encode_batch(self.texts, num_threads=threads, allowed_special="all")
+
+    def time_per_text_encode(self, family, threads):
+        if threads != THREADS[0]:
+            raise NotImplementedError("one thread only")
+        for t in self.texts:
+            self.enc.encode(t, allowed_special="all")
+
+    def track_mbps_encode_batch(self, family, threads):
+        import time
+        best = 1e9
+        for _ in range(2):
+            t0 = time.perf_counter()
+            self.enc.encode_batch(self.texts, num_threads=threads, allowed_special="all")
+            best = min(best, time.perf_counter() - t0)
+        return self.mb / best
+    track_mbps_encode_batch.unit = "MB/s"
