@@ -97,6 +97,8 @@ cdef extern from "_utf8.h":
         int len
     size_t ctok_utf8_bound(object text, const ctok_marker* mk)
     Py_ssize_t ctok_utf8_write(PyObject* text, uint8_t* out, const ctok_marker* mk) nogil
+    uint8_t* ctok_mark_spaces(const uint8_t* s, Py_ssize_t n, uint8_t* d, const ctok_marker* mk) nogil
+    int CTOK_MARKER_SLACK
     int ctok_str_ready(object text) except -1
 
 cdef extern from "Python.h":
@@ -243,6 +245,48 @@ cdef Py_ssize_t added_next(const AddedSplit* a, const uint8_t* s, Py_ssize_t n, 
         return j
     k_out[0] = scan.raw_k
     return scan.raw_at
+
+
+cdef int encode_added_marked(const EncoderState* st, const AddedSplit* a, const uint8_t* s, Py_ssize_t n,
+                             uint8_t* buf, int prepend, bint first_only, IdVec* out, BpeScratch* sc) noexcept nogil:
+    # HF's added-token split of a SentencePiece-style text (added_next), then each text between two as HF
+    # normalizes or pre-tokenizes a split of its own: its spaces written as the marker, the marker put in front
+    # by the rule (Prepend: any non-empty text; Metaspace: unless it starts with the marker, with prepend_scheme
+    # "first" (first_only) only for the text at offset 0), then the marker-words encoder.  buf: room for
+    # n * marker_len + marker_len + CTOK_MARKER_SLACK bytes.
+    cdef Py_ssize_t i, seg = 0, k = 0, m
+    cdef AddedScan scan
+    cdef ctok_marker mk
+    cdef int ml = st.marker_len, rc
+    cdef bint front
+    memset(&mk, 0, sizeof(ctok_marker))
+    memcpy(mk.bytes, st.marker, ml)                          # ml <= 8 (checked at construction)
+    mk.len = ml
+    scan.raw_at = -1
+    while True:
+        i = added_next(a, s, n, seg, &k, &scan)
+        if i > seg:
+            # buf[0:ml] kept for the marker in front; the gap's bytes after it (each at most ml bytes)
+            m = ctok_mark_spaces(s + seg, i - seg, buf + ml, &mk) - (buf + ml)
+            if prepend == PREPEND_NONEMPTY:
+                front = True
+            elif prepend == PREPEND_UNMARKED:
+                front = (not first_only or seg == 0) and (m < ml or memcmp(buf + ml, st.marker, ml) != 0)
+            else:
+                front = False
+            if front:
+                memcpy(buf, st.marker, ml)
+                rc = encode_state(st, buf, m + ml, out, sc)
+            else:
+                rc = encode_state(st, buf + ml, m, out, sc)
+            if rc != BPE_OK:
+                return rc
+        if i >= n:
+            return BPE_OK
+        rc = idvec_push(out, a.ids[k])                        # k < a.n: set by added_next
+        if rc != BPE_OK:
+            return rc
+        seg = i + (a.off[k + 1] - a.off[k])
 
 
 cdef int encode_added(const EncoderState* st, const AddedSplit* a, const uint8_t* s, Py_ssize_t n, IdVec* out,
@@ -1451,6 +1495,46 @@ cdef class CoreEncoder:
         finally:
             if buf != local:
                 free(buf)
+
+    def encode_marked_split(self, text, *, bint first_only=False):
+        """encode_marked for text split at the special-token split (set_added_split(..., specials=True)) first,
+        as HF's added vocabulary splits a SentencePiece-style file's text: each token found is its id, and each
+        text between two is normalized / pre-tokenized as a split of its own (see encode_added_marked):
+        first_only for Metaspace's prepend_scheme "first".  A lone surrogate raises UnicodeEncodeError."""
+        cdef const AddedSplit* a = self._specials_split(True)
+        cdef const char* s
+        cdef char* owned = NULL
+        cdef Py_ssize_t n
+        cdef uint8_t* buf
+        cdef IdVec out
+        cdef BpeScratch sc
+        cdef int rc, rule = self.marker_prepend
+        if rule < 0:
+            raise ValueError("encode_marked_split: this encoder has no marker_prepend rule")
+        if type(text) is not str:
+            text = exact_str(text)
+        s = ctok_utf8_view(text, &n, &owned)
+        if s == NULL:
+            if PyErr_Occurred() != NULL:
+                raise MemoryError()
+            text.encode("utf-8")            # a lone surrogate: raises its UnicodeEncodeError
+            raise AssertionError("ctok_utf8_view saw a surrogate that str.encode accepts")
+        buf = <uint8_t*>malloc(n * self.state.marker_len + self.state.marker_len + CTOK_MARKER_SLACK + 1)
+        out.data = NULL; out.size = 0; out.cap = 0
+        scratch_init(&sc)
+        try:
+            if buf == NULL or idvec_reserve(&out, n // 4 + 16) != BPE_OK:
+                raise MemoryError()
+            with nogil:
+                rc = encode_added_marked(&self.state, a, <const uint8_t*>s, n, buf, rule, first_only, &out, &sc)
+            if rc != BPE_OK:
+                raise MemoryError()
+            return self.ids_to_list(&out)
+        finally:
+            scratch_free(&sc)
+            idvec_free(&out)
+            free(buf)
+            free(owned)
 
     cdef bint _prepends(self, const uint8_t* s, Py_ssize_t n) noexcept:
         # Whether encode_marked puts the marker in front of s[0:n], a non-empty text with its spaces replaced.

@@ -189,6 +189,14 @@ class Encoding:
             self._split_all = partial(self._core.encode_str_split, specials=True)
         if self._hf is not None and self._hf._encoder is self._core:
             self._hf.segment_cache = self._prefix_cache      # text holding special or added tokens
+        marked_specials = self._hf.native_route_marked_specials() if marked else None
+        if marked_specials is not None:
+            # A SentencePiece-style file's templates: split at the added tokens and each text between two marked
+            # as a text of its own, in the core (no cache of their own yet).
+            plan, first_only = marked_specials
+            if not self._core.has_specials_split:
+                self._core.set_added_split(plan, specials=True)
+            self._split_all = partial(self._core.encode_marked_split, first_only=first_only)
         if marked:
             # Marker words: the cache keys on the text with its spaces replaced (core.marked_bytes) and cuts
             # at its checkpoints (ctok._prefix.find_cut).

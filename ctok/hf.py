@@ -1293,6 +1293,22 @@ class HFPipeline:
             return None
         return self._split_plan(list(self._added_r.items())) or None
 
+    def native_route_marked_specials(self):
+        """For a SentencePiece-style file (native_route `marked`): (entries, first_only) when every special
+        token is allowed and core.encode_marked_split finds the added tokens as HF does, else None.  Every
+        added token is matched on the raw text there (_marker_prepend_rule leaves out files with normalized
+        ones); each text between two is normalized (Prepend: a marker in front of any non-empty one) or
+        pre-tokenized (Metaspace: in front unless it starts with one; with prepend_scheme "first", only for the
+        text at offset 0: first_only) as a split of its own."""
+        route = self.native_route()
+        if route is None or not route[3]:
+            return None
+        plan = self._split_plan(list(self._added_r.items()))
+        if not plan or any(normalized for _, _, normalized in plan):
+            return None
+        wm = self._whole_metaspace
+        return plan, wm is not None and wm[1] == "first"
+
     def _split_plan(self, pairs):
         """The added tokens `pairs` ((id, token)) as core.set_added_split entries ((bytes, id, normalized)) when
         the compiled split finds them as HF does, else None.  HF's added vocabulary finds the tokens with

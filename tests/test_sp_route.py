@@ -159,6 +159,40 @@ def test_added_tokens_and_bos_keep_their_meaning(pair):
                 enc.encode(text)
 
 
+def test_templates_split_at_added_tokens_natively(pair, monkeypatch):
+    """encode(text, allowed_special="all") of text holding added tokens (a chat template's output): the core
+    splits at them (CoreEncoder.encode_marked_split) and marks each text between two as a split of its own
+    (Prepend: a marker in front of each non-empty one; Metaspace: unless it starts with one, and with
+    prepend_scheme "first" only for the text at offset 0).  HF's ids, with and without BOS, the Python pipeline
+    forbidden; a lone surrogate still raises."""
+    name, enc, ref = pair
+    assert enc._split_all is not None and enc._split_all.func == enc._core.encode_marked_split
+    rnd = random.Random(SEED + 7)
+    added = sorted(enc._hf.added_tokens)
+    added = added[:3] + rnd.sample(added, min(6, len(added)))
+    atoms = added + [a[:k] for a in added for k in (1, len(a) - 1) if k > 0] + PARTS
+    texts = ["".join(rnd.choice(atoms) for _ in range(rnd.randint(0, 14))) for _ in range(400)]
+    texts += ["<s>", "<s>[INST] hi [/INST]", "<s> [INST] hi [/INST] ok</s>", " <s>", "\u2581<s>\u2581x", "<s>  x"]
+    texts = [t for t in texts if _valid(t)]
+    want = {bos: [_ref_ids(ref, t, special_as_text=False, add_special_tokens=bos) for t in texts]
+            for bos in (False, True)}
+    _forbid_python_route(enc, monkeypatch)
+    for bos in (False, True):
+        for text, ids in zip(texts, want[bos]):
+            assert_same_ids(enc.encode(text, allowed_special="all", add_special_tokens=bos), ids, text,
+                            label=f"{name} template, add_special_tokens={bos}")
+    with pytest.raises(UnicodeEncodeError):
+        enc._core.encode_marked_split("<s>a\ud800")
+    # Text holding no added token is one split: encode_marked's ids, its spaces marked 8 bytes a step
+    # (ctok_mark_spaces) where encode_marked marks them while converting the str: spaces at every offset of a
+    # step, in runs across steps, and in the bytes after the last step.
+    spaced = [" " * k + "x" + " " * j for k in range(18) for j in range(18)]
+    spaced += [("ab c" * 9)[i:i + n] for i in range(4) for n in range(30)] + ["\u00e9 \u4e2d \U0001F600  " * 3]
+    for text in spaced:
+        assert enc._core.encode_marked_split(text, first_only=enc._split_all.keywords["first_only"]) == \
+            enc._core.encode_marked(text), repr(text)
+
+
 @pytest.mark.parametrize("sur", ["\ud800", "\udfff", "\ud83d\ude00"])
 @pytest.mark.parametrize("where", [0, 5, -1])
 @pytest.mark.parametrize("length", [10, 2047, 2049, 5000])
