@@ -13,6 +13,9 @@ Workloads:
                   the cache's overhead when it never helps
   chat_added_tokens  the chat with <think> blocks in its assistant turns, through Encoding.encode_ordinary, for
                   tokenizer.json files whose core splits at such added tokens (Qwen 3): their split cache
+  chat_template   the chat in a template of the encoding's special tokens, encoded with every special token
+                  allowed (how a rendered prompt is encoded): the specials cache, for files whose core splits
+                  at their special tokens
   floor           (shared_system, chat_last_turn) what any cache returning a new list must still do: copy the
                   ids into a new list, free it, and read the whole prompt; cache off / floor bounds every cache
 """
@@ -197,6 +200,28 @@ def run(args):
             results[("chat_added_tokens_last", name)] = min(last)
         enc.set_prefix_cache(None)
 
+    # ---- chat_template: the chat in a template of the special tokens, every special token allowed (the specials
+    # cache: files whose core splits at their special tokens)
+    enc.set_prefix_cache(None)
+    if getattr(enc, "_specials_cache", None) is not None:
+        names = sorted(enc.special_tokens)
+        start = next((n for n in names if "start" in n), names[0])
+        end = next((n for n in names if "end" in n and n != start), names[-1])
+        turns = [f"{start}{'user' if i % 2 == 0 else 'assistant'}\n" + drac[300_000 + 1000 * i:300_000 + 1000 * (i + 1)]
+                 + f"{end}\n" for i in range(50)]
+        templated = ["".join(turns[:i + 1]) for i in range(50)]
+        for name, setting in {"ctok off": 0, "ctok prefix cache": None}.items():
+            last = []
+            for _ in range(args.repeat * 2):
+                enc.set_prefix_cache(setting)
+                for c in templated[:-1]:
+                    enc.encode(c, allowed_special="all")
+                t0 = time.perf_counter()
+                enc.encode(templated[-1], allowed_special="all")
+                last.append(time.perf_counter() - t0)
+            results[("chat_template_last", name)] = min(last)
+        enc.set_prefix_cache(None)
+
     # ---- no_shared: distinct texts, no common prefixes
     pool = "".join(texts.values())
     small = []
@@ -263,6 +288,8 @@ def report(results):
          results[("chat_last_turn", "floor")] / results[("chat_one_turn_alone", "ctok off")]),
         ("chat with <think> turns, last request: cache off / on",
          r("chat_added_tokens_last", "ctok prefix cache", "ctok off")),
+        ("templated chat, every special allowed, last request: cache off / on",
+         r("chat_template_last", "ctok prefix cache", "ctok off")),
         ("no_shared_small: cache on / off (goal <= 1.03)", r("no_shared_small", "ctok off", "ctok prefix cache")),
         ("no_shared_large: cache on / off (goal <= 1.03)", r("no_shared_large", "ctok off", "ctok prefix cache")),
     ]

@@ -96,6 +96,13 @@ cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Id
 cdef Py_ssize_t added_next(const AddedSplit* a, const uint8_t* s, Py_ssize_t n, Py_ssize_t i,
                            Py_ssize_t* k_out, AddedScan* scan) noexcept nogil
 
+# SentencePiece-style: HF's split of s[0:n] from pos (0 or the end of an added token) at the added tokens, each
+# text between two marked as a split of its own (see _encoder.pyx); ck, unless NULL, gets a checkpoint (offset,
+# ids so far) after each added token.  buf: room for n * marker_len + marker_len + 8 bytes.
+cdef int encode_added_marked(const EncoderState* st, const AddedSplit* a, const uint8_t* s, Py_ssize_t n,
+                             Py_ssize_t pos, uint8_t* buf, int prepend, bint first_only, IdVec* out, IdVec* ck,
+                             BpeScratch* sc) noexcept nogil
+
 # The same after splitting s[0:n] at the added tokens `added` (each appended as its id), the text between
 # two encoded as a text of its own.
 cdef int encode_added(const EncoderState* st, const AddedSplit* added, const uint8_t* s, Py_ssize_t n,
@@ -148,6 +155,8 @@ cdef class CoreEncoder:
     cdef AddedSplit* added_all
     # encode_marked's rule for putting the marker in front (MARKER_PREPEND_*), -1 when it has none.
     cdef readonly int marker_prepend
+    # encode_marked_split's prepend_scheme "first" (Metaspace): the marker only in front of the text at offset 0
+    cdef public bint marked_first_only
 
     cdef list ids_to_list(self, IdVec* v)
     cdef BpeScratch* take_scratch(self, BpeScratch* own) noexcept
@@ -163,6 +172,7 @@ cdef class CoreEncoder:
     cdef list _encode_str(self, text, const AddedSplit* added)
     cdef list _encode_utf8(self, const uint8_t* s, Py_ssize_t n, const AddedSplit* added)
     cdef const AddedSplit* _specials_split(self, bint specials) except? NULL
+    cdef list _encode_marked_split_utf8(self, const uint8_t* s, Py_ssize_t n, bint first_only)
     cdef int _encode_bytes(self, bytes data, IdVec* out, bint split) except -1
     cdef int _encode_many(self, list datas, IdVec* out, int64_t* ends, const AddedSplit* added=*) except -1
     cdef int _gather(self, tokens, IdVec* tmp, char** buf, Py_ssize_t* length) except -1

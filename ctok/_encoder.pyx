@@ -248,13 +248,16 @@ cdef Py_ssize_t added_next(const AddedSplit* a, const uint8_t* s, Py_ssize_t n, 
 
 
 cdef int encode_added_marked(const EncoderState* st, const AddedSplit* a, const uint8_t* s, Py_ssize_t n,
-                             uint8_t* buf, int prepend, bint first_only, IdVec* out, BpeScratch* sc) noexcept nogil:
-    # HF's added-token split of a SentencePiece-style text (added_next), then each text between two as HF
-    # normalizes or pre-tokenizes a split of its own: its spaces written as the marker, the marker put in front
-    # by the rule (Prepend: any non-empty text; Metaspace: unless it starts with the marker, with prepend_scheme
-    # "first" (first_only) only for the text at offset 0), then the marker-words encoder.  buf: room for
-    # n * marker_len + marker_len + CTOK_MARKER_SLACK bytes.
-    cdef Py_ssize_t i, seg = 0, k = 0, m
+                             Py_ssize_t pos, uint8_t* buf, int prepend, bint first_only, IdVec* out, IdVec* ck,
+                             BpeScratch* sc) noexcept nogil:
+    # HF's added-token split of a SentencePiece-style text (added_next) from pos (0, or the end of an added
+    # token: a text between two starts there), then each text between two as HF normalizes or pre-tokenizes a
+    # split of its own: its spaces written as the marker, the marker put in front by the rule (Prepend: any
+    # non-empty text; Metaspace: unless it starts with the marker, with prepend_scheme "first" (first_only) only
+    # for the text at offset 0), then the marker-words encoder.  ck (unless NULL): a checkpoint after each added
+    # token, the only places a prefix cache resumes this split.  buf: room for n * marker_len + marker_len +
+    # CTOK_MARKER_SLACK bytes.
+    cdef Py_ssize_t i, seg = pos, k = 0, m
     cdef AddedScan scan
     cdef ctok_marker mk
     cdef int ml = st.marker_len, rc
@@ -287,6 +290,9 @@ cdef int encode_added_marked(const EncoderState* st, const AddedSplit* a, const 
         if rc != BPE_OK:
             return rc
         seg = i + (a.off[k + 1] - a.off[k])
+        if ck != NULL and seg < n and (idvec_push(ck, <uint32_t>seg) != BPE_OK
+                                       or idvec_push(ck, <uint32_t>out.size) != BPE_OK):
+            return BPE_NOMEM
 
 
 cdef int encode_added(const EncoderState* st, const AddedSplit* a, const uint8_t* s, Py_ssize_t n, IdVec* out,
@@ -1496,21 +1502,15 @@ cdef class CoreEncoder:
             if buf != local:
                 free(buf)
 
-    def encode_marked_split(self, text, *, bint first_only=False):
+    def encode_marked_split(self, text, first_only=None):
         """encode_marked for text split at the special-token split (set_added_split(..., specials=True)) first,
         as HF's added vocabulary splits a SentencePiece-style file's text: each token found is its id, and each
         text between two is normalized / pre-tokenized as a split of its own (see encode_added_marked):
-        first_only for Metaspace's prepend_scheme "first".  A lone surrogate raises UnicodeEncodeError."""
-        cdef const AddedSplit* a = self._specials_split(True)
+        first_only for Metaspace's prepend_scheme "first" (None: marked_first_only).  A lone surrogate raises
+        UnicodeEncodeError."""
         cdef const char* s
         cdef char* owned = NULL
         cdef Py_ssize_t n
-        cdef uint8_t* buf
-        cdef IdVec out
-        cdef BpeScratch sc
-        cdef int rc, rule = self.marker_prepend
-        if rule < 0:
-            raise ValueError("encode_marked_split: this encoder has no marker_prepend rule")
         if type(text) is not str:
             text = exact_str(text)
         s = ctok_utf8_view(text, &n, &owned)
@@ -1519,6 +1519,21 @@ cdef class CoreEncoder:
                 raise MemoryError()
             text.encode("utf-8")            # a lone surrogate: raises its UnicodeEncodeError
             raise AssertionError("ctok_utf8_view saw a surrogate that str.encode accepts")
+        try:
+            return self._encode_marked_split_utf8(<const uint8_t*>s, n,
+                                                  self.marked_first_only if first_only is None else first_only)
+        finally:
+            free(owned)
+
+    cdef list _encode_marked_split_utf8(self, const uint8_t* s, Py_ssize_t n, bint first_only):
+        # encode_marked_split's work once it has the text's UTF-8 s[0:n] (also the prefix cache's, uncached).
+        cdef const AddedSplit* a = self._specials_split(True)
+        cdef uint8_t* buf
+        cdef IdVec out
+        cdef BpeScratch sc
+        cdef int rc, rule = self.marker_prepend
+        if rule < 0:
+            raise ValueError("encode_marked_split: this encoder has no marker_prepend rule")
         buf = <uint8_t*>malloc(n * self.state.marker_len + self.state.marker_len + CTOK_MARKER_SLACK + 1)
         out.data = NULL; out.size = 0; out.cap = 0
         scratch_init(&sc)
@@ -1526,7 +1541,7 @@ cdef class CoreEncoder:
             if buf == NULL or idvec_reserve(&out, n // 4 + 16) != BPE_OK:
                 raise MemoryError()
             with nogil:
-                rc = encode_added_marked(&self.state, a, <const uint8_t*>s, n, buf, rule, first_only, &out, &sc)
+                rc = encode_added_marked(&self.state, a, s, n, 0, buf, rule, first_only, &out, NULL, &sc)
             if rc != BPE_OK:
                 raise MemoryError()
             return self.ids_to_list(&out)
@@ -1534,7 +1549,6 @@ cdef class CoreEncoder:
             scratch_free(&sc)
             idvec_free(&out)
             free(buf)
-            free(owned)
 
     cdef bint _prepends(self, const uint8_t* s, Py_ssize_t n) noexcept:
         # Whether encode_marked puts the marker in front of s[0:n], a non-empty text with its spaces replaced.

@@ -76,6 +76,9 @@ q - lmax + 1 (lmax: the longest added token) are the same in both texts, and so 
 them; find_cut cuts within that shorter common prefix.  A boundary it finds has ids spelling the text before it and its read bound below that prefix, so the
 pieces before it are the same whatever the text between two tokens ends with.  Its walk from a checkpoint stops
 at an added token (whose id spans text the walk reads as pieces); a checkpoint follows every added token.
+A SentencePiece-style encoder's split cache (split=2, core.encode_marked_split's ids) keys on the text's UTF-8
+too, but each text between two tokens is marked as a split of its own (the marker in front by the file's rule),
+so its only checkpoints are the ends of added tokens: it resumes there, where a text between two starts.
 
 Thread safety: a lock guards the node table, the LRU order and the counters; verification, the tail
 encoding and list building run outside it (the tail with the GIL released).  An entry is immutable once
@@ -132,7 +135,7 @@ from ctok._bpe cimport (IdVec, BpeScratch, BPE_OK, BPE_NOMEM, idvec_reserve, idv
 from ctok._pretok cimport (next_piece_end, ctok_char, PRETOK_N_KINDS, PRETOK_WHOLE, CT_WS, CT_L, CT_UP, CT_LO,
                            CT_M)
 from ctok._encoder cimport (CoreEncoder, exact_str, EncoderState, encode_state_span, PRETOK_MARKER_WORDS,
-                           PlainRoute, AddedSplit, AddedScan, added_next)
+                           PlainRoute, AddedSplit, AddedScan, added_next, encode_added_marked)
 
 # Default byte budget of a PrefixCache (the Encoding setting / CTOK_PREFIX_CACHE_BYTES override it).
 DEFAULT_PREFIX_CACHE_BYTES = 64 << 20
@@ -613,6 +616,8 @@ cdef class PrefixCache:
                 return got
         holder = _utf8_of(text, &s, &n)
         if holder is None:                        # lone surrogates: the encoder's own repair path
+            if self.split and core.pretok_kind == PRETOK_MARKER_WORDS:
+                return core.encode_marked_split(text)
             return core.encode_str_split(text, specials=self.split == 2) if self.split else core.encode_str(text)
         if n < self.min_bytes:
             return self._pass(core, holder, <const uint8_t*>s, n)
@@ -626,6 +631,8 @@ cdef class PrefixCache:
             a = self._split_at(core)
             if a == NULL:
                 raise ValueError("a split PrefixCache serves encoders with added tokens (set_added_split)")
+            if core.pretok_kind == PRETOK_MARKER_WORDS:
+                return core._encode_marked_split_utf8(s, n, core.marked_first_only)
             return core._encode_utf8(s, n, a)
         return _plain(core, data)
 
@@ -645,7 +652,10 @@ cdef class PrefixCache:
             self._served_ok = kind_ok and byte_exact(core, False)
             self._served_text_ok = kind_ok and byte_exact(core, True)
             if kind == PRETOK_MARKER_WORDS:       # cut at checkpoints only (find_cut): ids need not spell bytes
-                self._served_ok = self._served_text_ok = not self.split
+                # A split cache keys on the text's UTF-8 (strs only) and its checkpoints are the ends of added
+                # tokens (encode_added_marked): the texts between two are marked each as a split of its own.
+                self._served_ok = not self.split
+                self._served_text_ok = not self.split or self.split == 2
             if self.split:
                 # encode_str_split's ids: the encoder's added tokens first (none: nothing to serve)
                 a = self._split_at(core)
@@ -959,6 +969,8 @@ cdef class PrefixCache:
         cdef Py_ssize_t n_blocks = n // PREFIX_BLOCK, j, size, base
         cdef const EncoderState* st = &core.state
         cdef const AddedSplit* split_at
+        cdef bint marked_split
+        cdef uint8_t* mbuf = NULL
         cdef int rc
         cdef _Entry new
         cdef IdVec out, ck
@@ -984,13 +996,25 @@ cdef class PrefixCache:
                 if idvec_push(&ck, <uint32_t>p) != BPE_OK or idvec_push(&ck, <uint32_t>n_p) != BPE_OK:
                     raise MemoryError()
             split_at = self._split_at(core)
+            marked_split = self.split and st.pretok_kind == PRETOK_MARKER_WORDS
+            if marked_split:
+                mbuf = <uint8_t*>malloc((n - p) * st.marker_len + st.marker_len + 16)
+                if mbuf == NULL:
+                    raise MemoryError()
             scp = core.take_scratch(&sc)
             with nogil:
-                if self.split:
+                if marked_split:
+                    # p is 0 or an added token's end (the only checkpoints of this split): the text between two
+                    # starts there, as encode_added_marked needs.  mbuf: room for the rest, s[p:n], marked.
+                    rc = encode_added_marked(st, split_at, s, n, p, mbuf, core.marker_prepend,
+                                             core.marked_first_only, &out, &ck, scp)
+                elif self.split:
                     rc = encode_split_from(st, split_at, s, n, p, &out, &ck, scp)   # not NULL: _serves checked it
                 else:
                     rc = encode_from(st, s, n, p, &out, &ck, scp)
             core.give_scratch(scp, &sc)
+            free(mbuf)
+            mbuf = NULL
             if rc != BPE_OK:
                 raise MemoryError()
             result = self._ids_list(core, old, n_p, out.data + base, out.size - base)
@@ -1033,6 +1057,7 @@ cdef class PrefixCache:
         finally:
             idvec_free(&out)
             idvec_free(&ck)
+            free(mbuf)
 
     cdef void _insert(self, _Entry new, _Entry old, bint extends, const uint8_t* s, uint64_t* hashes,
                       Py_ssize_t hashes_from) except *:

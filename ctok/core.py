@@ -174,7 +174,7 @@ class Encoding:
         # bytes): a tokenizer.json file's texts holding added tokens it splits at (<think>), and texts split at
         # every special token when all are allowed (a chat template's output).  The caches share the budget.
         marked = route is not None and route[3]
-        specials_split = None if marked else self._specials_split()
+        specials_split = self._specials_split()
         if specials_split and not self._core.has_specials_split:
             self._core.set_added_split(specials_split, specials=True)
         splits = route is not None and bool(route[2]) and not marked
@@ -183,20 +183,14 @@ class Encoding:
         self._specials_cache = PrefixCache(share, split=2) if specials_split and share > 0 else None
         self._prefix_cache = PrefixCache(share) if share > 0 else None
         self._split_all = None
-        if specials_split and self._specials_cache is not None:
-            self._split_all = self._specials_cache.bind(self._core)
-        elif specials_split:
-            self._split_all = partial(self._core.encode_str_split, specials=True)
+        if specials_split:
+            # SentencePiece-style files: each text between two added tokens is marked as a split of its own
+            # (encode_marked_split); their cache keys on the text's UTF-8 and resumes after added tokens only.
+            self._split_all = (self._specials_cache.bind(self._core) if self._specials_cache is not None
+                               else self._core.encode_marked_split if marked
+                               else partial(self._core.encode_str_split, specials=True))
         if self._hf is not None and self._hf._encoder is self._core:
             self._hf.segment_cache = self._prefix_cache      # text holding special or added tokens
-        marked_specials = self._hf.native_route_marked_specials() if marked else None
-        if marked_specials is not None:
-            # A SentencePiece-style file's templates: split at the added tokens and each text between two marked
-            # as a text of its own, in the core (no cache of their own yet).
-            plan, first_only = marked_specials
-            if not self._core.has_specials_split:
-                self._core.set_added_split(plan, specials=True)
-            self._split_all = partial(self._core.encode_marked_split, first_only=first_only)
         if marked:
             # Marker words: the cache keys on the text with its spaces replaced (core.marked_bytes) and cuts
             # at its checkpoints (ctok._prefix.find_cut).
@@ -222,7 +216,11 @@ class Encoding:
         does (HFPipeline.native_route_specials).  A tiktoken file: its special tokens, when every one is non-empty
         ASCII, which the split requires; it finds them as _special_re does, leftmost and, there, longest."""
         if self._hf is not None:
-            return self._hf.native_route_specials()
+            marked = self._hf.native_route_marked_specials()
+            if marked is None:
+                return self._hf.native_route_specials()
+            self._core.marked_first_only = marked[1]      # Metaspace "first": see CoreEncoder.encode_marked_split
+            return marked[0]
         names = self.special_tokens
         if not names or not all(name and name.isascii() for name in names):
             return None

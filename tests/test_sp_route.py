@@ -161,12 +161,12 @@ def test_added_tokens_and_bos_keep_their_meaning(pair):
 
 def test_templates_split_at_added_tokens_natively(pair, monkeypatch):
     """encode(text, allowed_special="all") of text holding added tokens (a chat template's output): the core
-    splits at them (CoreEncoder.encode_marked_split) and marks each text between two as a split of its own
+    splits at them (CoreEncoder.encode_marked_split, through the specials cache) and marks each text between two as a split of its own
     (Prepend: a marker in front of each non-empty one; Metaspace: unless it starts with one, and with
     prepend_scheme "first" only for the text at offset 0).  HF's ids, with and without BOS, the Python pipeline
     forbidden; a lone surrogate still raises."""
     name, enc, ref = pair
-    assert enc._split_all is not None and enc._split_all.func == enc._core.encode_marked_split
+    assert enc._split_all is not None and enc._core.has_specials_split
     rnd = random.Random(SEED + 7)
     added = sorted(enc._hf.added_tokens)
     added = added[:3] + rnd.sample(added, min(6, len(added)))
@@ -189,8 +189,49 @@ def test_templates_split_at_added_tokens_natively(pair, monkeypatch):
     spaced = [" " * k + "x" + " " * j for k in range(18) for j in range(18)]
     spaced += [("ab c" * 9)[i:i + n] for i in range(4) for n in range(30)] + ["\u00e9 \u4e2d \U0001F600  " * 3]
     for text in spaced:
-        assert enc._core.encode_marked_split(text, first_only=enc._split_all.keywords["first_only"]) == \
-            enc._core.encode_marked(text), repr(text)
+        assert enc._core.encode_marked_split(text) == enc._core.encode_marked(text), repr(text)
+
+
+def test_templates_go_through_their_cache(pair):
+    """The same templates through the specials cache (PrefixCache(split=2) over the text's UTF-8, resuming after
+    added tokens only): random texts of added tokens, fragments and SentencePiece edge characters, prompts parting
+    from cached ones anywhere (inside a token, right before or after one, inside space and marker runs), and a
+    growing templated chat give HF's ids, with the cache on and off."""
+    name, enc, ref = pair
+    enc.set_prefix_cache(None)                   # a fresh cache: ctok.load's encodings are shared by other tests
+    try:
+        assert enc._specials_cache is not None
+        rnd = random.Random(SEED + 11)
+        added = sorted(enc._hf.added_tokens)
+        added = added[:3] + rnd.sample(added, min(5, len(added)))
+        atoms = added + [a[:k] for a in added for k in (1, len(a) - 1) if k > 0] + PARTS
+        words = [p for p in PARTS if p.strip()] + [" word", " Word,", "\n"]
+        for _ in range(4):
+            base = "".join(rnd.choice(atoms) if rnd.random() < 0.3 else rnd.choice(words)
+                           for _ in range(rnd.randint(300, 600)))
+            for _ in range(2):
+                _same_as_hf(enc, ref, base, name)
+            for _ in range(16):
+                k = rnd.randint(0, len(base))
+                v = base[:k] + "".join(rnd.choice(atoms) for _ in range(rnd.randint(0, 8)))
+                _same_as_hf(enc, ref, v, name)
+                if rnd.random() < 0.2 and len(v) > 300:
+                    base = v
+        chat = ""
+        for i in range(12):
+            chat += added[0] + " [INST] " + "".join(rnd.choice(words) for _ in range(150)) + " [/INST]" + added[1]
+            _same_as_hf(enc, ref, chat, name)
+        assert enc.prefix_cache_stats()["specials"]["hits"] >= 6
+        enc.set_prefix_cache(0)
+        _same_as_hf(enc, ref, chat, name)
+    finally:
+        enc.set_prefix_cache(None)
+
+
+def _same_as_hf(enc, ref, text, name):
+    if _valid(text):
+        assert_same_ids(enc.encode(text, allowed_special="all"), _ref_ids(ref, text, special_as_text=False), text,
+                        label=f"{name} template through the cache")
 
 
 @pytest.mark.parametrize("sur", ["\ud800", "\udfff", "\ud83d\ude00"])
@@ -341,3 +382,26 @@ def test_encode_marked_needs_a_rule():
                          marker_prepend=MARKER_PREPEND_NONEMPTY)
     assert marked.encode_marked("") == []
     assert marked.encode_marked("a b") == marked.encode_ordinary("\u2581a\u2581b".encode())
+
+
+def _longer_added(d):
+    # "<s>abcd", an added token that "<s>" starts: a prompt holding "<s>abc" and then not "d" parts from one holding
+    # the longer token three bytes after "<s>" ends.
+    d["added_tokens"].append({"id": max(d["model"]["vocab"].values()) + 1, "content": "<s>abcd", "single_word": False,
+                              "lstrip": False, "rstrip": False, "normalized": False, "special": True})
+
+
+def test_template_cache_backs_off_by_the_longest_added_token(tmp_path):
+    """The specials cache resumes after an added token only where every token before it is decided by the
+    prompts' common part: "<s>" ends four bytes into a common "...<s>abc", where a cached "<s>abcX" and a new
+    "<s>abcd" (a token of its own) part; resuming after "<s>" would keep the cached reading."""
+    path = _variant(tmp_path, "mistral-7b-v0.1", _longer_added)
+    enc = ctok.load(path)
+    ref = tokenizers.Tokenizer.from_file(path)
+    assert enc._specials_cache is not None
+    filler = "<s>" + "word Word, 12 " * 200 + "</s>"      # resumable after "<s>" and "</s>"
+    for tail in ["abcX more", "abcX more", "abcd more"]:
+        text = filler + "<s>" + tail
+        assert_same_ids(enc.encode(text, allowed_special="all"), _ref_ids(ref, text, special_as_text=False),
+                        text[-20:], label="template cache back-off")
+    assert enc.prefix_cache_stats()["specials"]["hits"] >= 1
