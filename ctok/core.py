@@ -208,13 +208,17 @@ class Encoding:
             self.__dict__.pop("encode", None)
         else:
             self.encode_ordinary = self._plain
-            self.encode = FastEncode(self._core, self._encode_full, self.special_tokens, self._plain).call
+            # allowed_special="all" (a template's output) straight to the core's split at every special token
+            self.encode = FastEncode(self._core, self._encode_full, self.special_tokens, self._plain,
+                                     split_all_plain=self._split_all).call
 
     def _specials_split(self):
-        """The (bytes, id) pairs the core splits at when every special token is allowed, or None.  A
-        tokenizer.json file: its added tokens, special or not, when the compiled split finds them all as HF
-        does (HFPipeline.native_route_specials).  A tiktoken file: its special tokens, when every one is non-empty
-        ASCII, which the split requires; it finds them as _special_re does, leftmost and, there, longest."""
+        """The entries the core splits at when every special token is allowed ((bytes, id) or (bytes, id,
+        normalized): CoreEncoder.set_added_split), or None.  A tokenizer.json file: its added tokens, special or
+        not, when the compiled split finds them all as HF does (HFPipeline.native_route_specials; a SentencePiece-
+        style file's through native_route_marked_specials, which also sets core.marked_first_only).  A tiktoken
+        file: its special tokens, when every one is non-empty ASCII; the split finds them as _special_re does,
+        leftmost and, there, longest."""
         if self._hf is not None:
             marked = self._hf.native_route_marked_specials()
             if marked is None:
@@ -326,12 +330,14 @@ class Encoding:
 
     def _policy(self, text, allowed_special, disallowed_special) -> frozenset:
         if allowed_special == "all":
-            allowed = frozenset(self.special_tokens)
+            # The encoding's own set, not a new one: a template encoded this way is checked per call, and Kimi K2's
+            # 256 names cost 5 us a set to build (and as much to compare in _encode_with_specials).
+            allowed = self._special_names
         else:
             # Names that are not special tokens of this encoding are ignored, as tiktoken does.
             allowed = frozenset(allowed_special) & self._special_names
         if disallowed_special == "all":
-            disallowed = frozenset(self.special_tokens) - allowed
+            disallowed = frozenset() if allowed is self._special_names else self._special_names - allowed
         else:
             disallowed = frozenset(disallowed_special)
         if disallowed:
@@ -359,7 +365,7 @@ class Encoding:
     def _encode_with_specials(self, text: str, allowed: frozenset) -> List[int]:
         if not allowed:
             return self._encode_plain(text)
-        if self._split_all is not None and allowed == self._special_names:
+        if self._split_all is not None and (allowed is self._special_names or allowed == self._special_names):
             return self._split_all(text)           # the core splits at every special token (its own cache)
         r = self._special_re(allowed)
         out: List[int] = []
