@@ -280,13 +280,14 @@ def test_split_cache_serves_split_encoders_only(o200k, split_core, sp_cores):
     assert cache.encode_str(split_core, text) == split_core.encode_str_split(text)
 
 
-def test_tokenizer_json_texts_with_added_tokens_use_their_cache():
-    """Qwen 3: text holding its non-special added tokens (<think>, <tool_call>) is split by the core and goes
-    through the encoding's split cache; a chat growing by turns that hold them gets HF's ids and reuses its
-    prefix."""
+@pytest.mark.parametrize("folder", ["qwen3", "deepseek-v3"])
+def test_tokenizer_json_texts_with_added_tokens_use_their_cache(folder):
+    """Qwen 3 and DeepSeek-V3: text holding their non-special added tokens (<think>, <tool_call>; DeepSeek-V3's
+    split in HF's two passes) is split by the core and goes through the encoding's split cache; a chat growing by
+    turns that hold them gets HF's ids and reuses its prefix."""
     tokenizers = pytest.importorskip("tokenizers")
     from _shared import vocab_path, corpus_text
-    path = str(vocab_path("qwen3", "tokenizer.json"))
+    path = str(vocab_path(folder, "tokenizer.json"))
     enc = ctok.load(path)
     enc.set_prefix_cache(None)                   # a fresh cache: ctok.load's encodings are shared by other tests
     ref = tokenizers.Tokenizer.from_file(path)
