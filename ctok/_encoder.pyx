@@ -1058,6 +1058,9 @@ cdef class CoreEncoder:
         cdef BpeScratch sc
         cdef int rc = BPE_OK, status = 0, cheap
         cdef bint nomem = False, surrogates = False
+        cdef bint marked = added != NULL and self.state.pretok_kind == PRETOK_MARKER_WORDS
+        cdef uint8_t* mbuf = NULL                  # marked: room for the longest text, marked (encode_added_marked)
+        cdef Py_ssize_t longest = 0
         cdef object d
         cdef list keep = None                      # exact copies of str subclasses, repaired texts' bytes
         cdef const char* p
@@ -1105,11 +1108,21 @@ cdef class CoreEncoder:
                         keep.append(d)
                         ptrs[i] = <const uint8_t*>PyBytes_AS_STRING(d)
                         lens[i] = PyBytes_GET_SIZE(d)
+            if marked:
+                for i in range(n):
+                    longest = lens[i] if lens[i] > longest else longest
+                mbuf = <uint8_t*>malloc(longest * self.state.marker_len + self.state.marker_len + CTOK_MARKER_SLACK + 1)
+                if mbuf == NULL:
+                    raise MemoryError()
             scratch_init(&sc)
             with nogil:
                 for i in range(n):
-                    rc = (encode_added(&self.state, added, ptrs[i], lens[i], out, &sc) if added != NULL
-                          else self.encode_into(ptrs[i], lens[i], out, &sc))
+                    if marked:
+                        rc = encode_added_marked(&self.state, added, ptrs[i], lens[i], 0, mbuf, self.marker_prepend,
+                                                 self.marked_first_only, out, NULL, &sc)
+                    else:
+                        rc = (encode_added(&self.state, added, ptrs[i], lens[i], out, &sc) if added != NULL
+                              else self.encode_into(ptrs[i], lens[i], out, &sc))
                     if rc != BPE_OK:
                         break
                     ends[i] = out.size
@@ -1123,6 +1136,7 @@ cdef class CoreEncoder:
             free(ptrs)
             free(lens)
             free(pending)
+            free(mbuf)
         return 0
 
     cdef const AddedSplit* _specials_split(self, bint specials) except? NULL:
@@ -2017,6 +2031,12 @@ cdef bint has_surrogate(str text):
             if u4[i] - 0xD800u < 0x800u:                      # i < n code units of 4 bytes
                 return True
     return False
+
+
+def clean_str_indices(list texts):
+    """The indices of the exact strs among `texts` that hold no lone surrogate (a batch of SentencePiece-style
+    templates: those go to the core's split together; the others one by one, refused as HF refuses them)."""
+    return [i for i in range(len(texts)) if type(texts[i]) is str and not has_surrogate(<str>texts[i])]
 
 
 cdef class PlainRoute:

@@ -747,9 +747,12 @@ class Encoding:
             return None
         if self._hf is None:
             return list(range(len(texts)))      # lone surrogates become U+FFFD in both, as in tiktoken
-        if self._batch_route is None:
-            return None
-        return self._batch_route.split_all_indices(texts)
+        if self._batch_route is not None:
+            return self._batch_route.split_all_indices(texts)
+        if self._core.marker_prepend >= 0:      # SentencePiece-style: no normal form to check
+            from ._encoder import clean_str_indices
+            return clean_str_indices(texts)
+        return None
 
     def encode_batch_flat(self, texts: Sequence[str], *, num_threads: Optional[int] = None,
                           allowed_special: AllowedSpecial = frozenset(),

@@ -223,7 +223,8 @@ def test_tokenizer_json_batches_equal_per_text(folder):
 
 
 SPECIALS_BATCH_FILES = ["o200k_base", "kimi-k2", "llama3-tiktoken", "qwen3/tokenizer.json",
-                        "deepseek-v3/tokenizer.json", "llama3-hf/tokenizer.json"]
+                        "deepseek-v3/tokenizer.json", "llama3-hf/tokenizer.json", "mistral-7b-v0.1/tokenizer.json",
+                        "mistral-7b-v0.3/tokenizer.json", "llama2/tokenizer.json"]
 
 
 @pytest.mark.parametrize("source", SPECIALS_BATCH_FILES)
@@ -272,7 +273,7 @@ def test_template_batches_split_at_specials_natively(source):
     hf_file = enc._hf is not None
     if hf_file:        # lone surrogates and text the normal form changes go one by one
         from ctok.hf import normalize_forms
-        forms = enc._hf_route()[1]
+        forms = enc._hf_route()[1]      # () for SentencePiece-style files (the marked route normalizes itself)
         assert sorted(picked) == [i for i, t in enumerate(texts) if type(t) is str and not has_surrogate(t)
                                   and normalize_forms(forms, t) == t]
     else:
