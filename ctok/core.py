@@ -294,9 +294,8 @@ class Encoding:
     def _special_re(self, names: frozenset):
         r = self._special_re_cache.get(names)
         if r is None:
-            # Longest first so that, of two specials starting at one place, the longer one wins.
-            alts = sorted(names, key=lambda s: (-len(s), s))
-            r = re.compile("|".join(re.escape(s) for s in alts)) if alts else None
+            # Of two specials starting at one place the longer one wins (tiktoken's alternation, longest first).
+            r = re.compile(_trie_pattern(names)) if names else None
             if len(self._special_re_cache) > 256:
                 self._special_re_cache.clear()
             self._special_re_cache[names] = r
@@ -362,10 +361,13 @@ class Encoding:
             return self._plain(text)
         return self._core.encode_pieces([_utf8(p) for p in self._split_fallback(text)])
 
-    def _encode_with_specials(self, text: str, allowed: frozenset) -> List[int]:
+    def _encode_with_specials(self, text: str, allowed: frozenset, others_absent: bool = False) -> List[int]:
+        """others_absent: _policy found none of the special tokens not allowed in the text (disallowed_special
+        "all"), so splitting at every special token splits at the allowed ones only."""
         if not allowed:
             return self._encode_plain(text)
-        if self._split_all is not None and (allowed is self._special_names or allowed == self._special_names):
+        if self._split_all is not None and (others_absent or allowed is self._special_names
+                                            or allowed == self._special_names):
             return self._split_all(text)           # the core splits at every special token (its own cache)
         r = self._special_re(allowed)
         out: List[int] = []
@@ -431,7 +433,7 @@ class Encoding:
                 return self._hf.encode(text, recognise_special=True, add_special_tokens=add_special_tokens)
             ids = self._encode_with_specials(text, allowed)
             return self._hf.post_process(ids) if add_special_tokens else ids
-        return self._encode_with_specials(text, allowed)
+        return self._encode_with_specials(text, allowed, others_absent=disallowed_special == "all")
 
     def count(self, text: str, *, allowed_special: AllowedSpecial = frozenset(),
               disallowed_special: DisallowedSpecial = "all") -> int:
@@ -1016,6 +1018,31 @@ def _pool() -> ThreadPoolExecutor:
             _the_pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 1),
                                            thread_name_prefix="ctok")
         return _the_pool
+
+
+def _trie_pattern(names) -> str:
+    """A regex matching exactly the strings `names`, the longest where several start at one place, as their
+    alternation sorted longest first does; written as a trie so that the engine tries one name per place and
+    character instead of each in turn (Kimi K2's 256 special tokens, all starting with "<|" or "[": a search of
+    1 KB of text 13.9 us as an alternation)."""
+    trie: dict = {}
+    for name in names:
+        node = trie
+        for ch in name:
+            node = node.setdefault(ch, {})
+        node[""] = True                     # a name ends here
+
+    def walk(node) -> str:
+        # The children first (each leads to a longer name and only one can match the next character), then the
+        # end of a name here: the longest name at this place.
+        alts = [re.escape(ch) + walk(child) for ch, child in sorted(node.items()) if ch]
+        if len(alts) == 1 and "" not in node:
+            return alts[0]
+        body = "|".join(alts)
+        if "" in node:
+            return f"(?:{body})?" if alts else ""
+        return f"(?:{body})"
+    return walk(trie)
 
 
 def _default_disallowed(disallowed_special) -> bool:

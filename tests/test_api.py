@@ -615,3 +615,55 @@ def test_count_batch_tokenizer_json():
         texts.append(t)
     assert enc.count_batch(texts, num_threads=2) == want
     assert [enc.count(t) for t in texts] == want
+
+
+def _tiktoken_auto_families():
+    from _shared import TIKTOKEN_FAMILIES
+    return [f for f in TIKTOKEN_FAMILIES if f.load == "auto" and not f.view_lines]
+
+
+@pytest.mark.parametrize("family", _tiktoken_auto_families(), ids=lambda f: f.id)
+def test_allowed_subsets_as_tiktoken(family):
+    """encode with a subset of the special tokens allowed (disallowed "all"): tiktoken's ids when the text holds
+    only allowed ones (the core's split at every special token then splits at those), and tiktoken's error,
+    naming the leftmost disallowed token (the longest there), when it holds another; with disallowed_special=()
+    the others are text."""
+    from _shared import shared_dir
+    shared_dir()
+    enc = ctok.load(str(family.source_file()))
+    ref = reference_encoding(family.folder, family.recipe)
+    rnd = random.Random(20261205 + len(family.id))
+    names = sorted(enc.special_tokens)
+    words = ["hello", " world", "\n", "  ", "<", "|", ">", "<|", "|>", "[", "]", "x"]
+    for _ in range(150):
+        allowed = set(rnd.sample(names, rnd.randint(1, min(4, len(names)))))
+        pool = sorted(allowed) + [n[:k] for n in allowed for k in (1, len(n) - 1) if k > 0] + words
+        if rnd.random() < 0.3:
+            pool.append(rnd.choice(names))                    # maybe a disallowed one
+        text = "".join(rnd.choice(pool) for _ in range(rnd.randint(0, 20)))
+        for disallowed in ("all", ()):
+            try:
+                want = ref.encode(text, allowed_special=allowed, disallowed_special=disallowed)
+            except ValueError as e:
+                with pytest.raises(ctok.DisallowedSpecialError) as got:
+                    enc.encode(text, allowed_special=allowed, disallowed_special=disallowed)
+                assert str(e).split("\n")[0] == str(got.value).split("\n")[0], text
+                continue
+            assert enc.encode(text, allowed_special=allowed, disallowed_special=disallowed) == want, (allowed, text)
+
+
+def test_special_token_pattern_is_tiktokens_alternation():
+    """The special-token regex is a trie (one name tried per place and character) that finds what tiktoken's
+    alternation sorted longest first finds: the leftmost place, the longest name there."""
+    import re
+
+    from ctok.core import _trie_pattern
+    rnd = random.Random(7)
+    for _ in range(2000):
+        names = {"".join(rnd.choice("ab<|>") for _ in range(rnd.randint(1, 5))) for _ in range(rnd.randint(1, 8))}
+        alternation = re.compile("|".join(re.escape(s) for s in sorted(names, key=lambda s: (-len(s), s))))
+        trie = re.compile(_trie_pattern(names))
+        for _ in range(10):
+            t = "".join(rnd.choice("ab<|>x") for _ in range(rnd.randint(0, 20)))
+            assert [(m.start(), m.group()) for m in trie.finditer(t)] == \
+                [(m.start(), m.group()) for m in alternation.finditer(t)], (names, t)
