@@ -429,7 +429,7 @@ class Encoding:
         _check_text(text)
         allowed = self._policy(text, allowed_special, disallowed_special)
         if self._hf is not None:
-            if allowed and allowed == frozenset(self.special_tokens):
+            if allowed and (allowed is self._special_names or allowed == self._special_names):
                 return self._hf.encode(text, recognise_special=True, add_special_tokens=add_special_tokens)
             ids = self._encode_with_specials(text, allowed)
             return self._hf.post_process(ids) if add_special_tokens else ids
