@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 SHARED = Path(os.environ.get("CTOK_SHARED", REPO.parent / "shared"))
 sys.path.insert(0, str(REPO / "bench"))
-from compare import fastokens_preset  # noqa: E402
+from compare import fastokens_preset, template_names  # noqa: E402
 
 # (file, weight): chat traffic is mostly English prose and code
 SOURCES = [("en_dracula.txt", 4), ("en_botchan.txt", 2), ("en_python_docs.rst.txt", 2), ("code_python.txt", 3),
@@ -60,9 +60,7 @@ def tiktoken_ref(name):
 
 def template(enc):
     """text -> the text in a chat template of two of the encoding's special tokens."""
-    names = sorted(enc.special_tokens)
-    start = next((n for n in names if "start" in n), names[0])
-    end = next((n for n in names if "end" in n and n != start), names[-1])
+    start, end = template_names(enc)
     return lambda t: f"{start}user\n{t}{end}\n{start}assistant\n"
 
 

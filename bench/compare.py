@@ -54,6 +54,15 @@ def fastokens_preset(r):
     return {"pattern": r["pat_str"], "special_tokens": r["special_tokens"]}
 
 
+def template_names(enc):
+    """(start, end): two of an encoding's special tokens to write a chat template with (the benchmarks' templated
+    workloads): one naming a start and one an end where it has them."""
+    names = sorted(enc.special_tokens)
+    start = next((n for n in names if "start" in n), names[0])
+    end = next((n for n in names if "end" in n and n != start), names[-1])
+    return start, end
+
+
 def encoders(family):
     import ctok
     kind, rel = FAMILIES[family]

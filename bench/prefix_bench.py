@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO))
 
 import ctok  # noqa: E402
 from ctok._prefix import PrefixCache  # noqa: E402
+from compare import template_names  # noqa: E402  (bench/, the script's own folder)
 
 SHARED = Path(os.environ.get("CTOK_SHARED", REPO.parent / "shared"))
 
@@ -204,9 +205,7 @@ def run(args):
     # cache: files whose core splits at their special tokens)
     enc.set_prefix_cache(None)
     if getattr(enc, "_specials_cache", None) is not None:
-        names = sorted(enc.special_tokens)
-        start = next((n for n in names if "start" in n), names[0])
-        end = next((n for n in names if "end" in n and n != start), names[-1])
+        start, end = template_names(enc)
         turns = [f"{start}{'user' if i % 2 == 0 else 'assistant'}\n" + drac[300_000 + 1000 * i:300_000 + 1000 * (i + 1)]
                  + f"{end}\n" for i in range(50)]
         templated = ["".join(turns[:i + 1]) for i in range(50)]

@@ -96,15 +96,17 @@ cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Id
 cdef Py_ssize_t added_next(const AddedSplit* a, const uint8_t* s, Py_ssize_t n, Py_ssize_t i,
                            Py_ssize_t* k_out, AddedScan* scan) noexcept nogil
 
-# SentencePiece-style: HF's split of s[0:n] from pos (0 or the end of an added token) at the added tokens, each
-# text between two marked as a split of its own (see _encoder.pyx); ck, unless NULL, gets a checkpoint (offset,
-# ids so far) after each added token.  buf: room for n * marker_len + marker_len + 8 bytes.
-cdef int encode_added_marked(const EncoderState* st, const AddedSplit* a, const uint8_t* s, Py_ssize_t n,
-                             Py_ssize_t pos, uint8_t* buf, int prepend, bint first_only, IdVec* out, IdVec* ck,
-                             BpeScratch* sc) noexcept nogil
+# HF's added-token split of s[0:n] from pos (0 or the end of an added token), each text between two encoded as a
+# text of its own: as it is (buf NULL) or, SentencePiece-style, marked as a split of its own in buf (room for
+# marked_room(st, n - pos) bytes); ck, unless NULL, gets a checkpoint (offset, ids so far) after each added token.
+cdef int encode_split(const EncoderState* st, const AddedSplit* a, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos,
+                      uint8_t* buf, int prepend, bint first_only, IdVec* out, IdVec* ck, BpeScratch* sc) noexcept nogil
 
-# The same after splitting s[0:n] at the added tokens `added` (each appended as its id), the text between
-# two encoded as a text of its own.
+# Room encode_split needs in buf for n bytes of text: each byte may become the marker, one marker goes in front,
+# and ctok_mark_spaces' stores reach 8 bytes past the end.
+cdef inline size_t marked_room(const EncoderState* st, Py_ssize_t n) noexcept nogil:
+    return <size_t>n * st.marker_len + st.marker_len + 8 + 1
+
 cdef int encode_added(const EncoderState* st, const AddedSplit* added, const uint8_t* s, Py_ssize_t n,
                       IdVec* out, BpeScratch* sc) noexcept nogil
 

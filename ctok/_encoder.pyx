@@ -98,7 +98,6 @@ cdef extern from "_utf8.h":
     size_t ctok_utf8_bound(object text, const ctok_marker* mk)
     Py_ssize_t ctok_utf8_write(PyObject* text, uint8_t* out, const ctok_marker* mk) nogil
     uint8_t* ctok_mark_spaces(const uint8_t* s, Py_ssize_t n, uint8_t* d, const ctok_marker* mk) nogil
-    int CTOK_MARKER_SLACK
     int ctok_str_ready(object text) except -1
 
 cdef extern from "Python.h":
@@ -252,28 +251,33 @@ cdef Py_ssize_t added_next(const AddedSplit* a, const uint8_t* s, Py_ssize_t n, 
     return scan.raw_at
 
 
-cdef int encode_added_marked(const EncoderState* st, const AddedSplit* a, const uint8_t* s, Py_ssize_t n,
-                             Py_ssize_t pos, uint8_t* buf, int prepend, bint first_only, IdVec* out, IdVec* ck,
-                             BpeScratch* sc) noexcept nogil:
-    # HF's added-token split of a SentencePiece-style text (added_next) from pos (0, or the end of an added
-    # token: a text between two starts there), then each text between two as HF normalizes or pre-tokenizes a
-    # split of its own: its spaces written as the marker, the marker put in front by the rule (Prepend: any
-    # non-empty text; Metaspace: unless it starts with the marker, with prepend_scheme "first" (first_only) only
-    # for the text at offset 0), then the marker-words encoder.  ck (unless NULL): a checkpoint after each added
-    # token, the only places a prefix cache resumes this split.  buf: room for n * marker_len + marker_len +
-    # CTOK_MARKER_SLACK bytes.
+cdef int encode_split(const EncoderState* st, const AddedSplit* a, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos,
+                      uint8_t* buf, int prepend, bint first_only, IdVec* out, IdVec* ck, BpeScratch* sc) noexcept nogil:
+    # HF's added-token split of s[0:n] (added_next) from pos (0, or the end of an added token: a text between
+    # two starts there), each token found appended as its id and each text between two encoded as a text of its
+    # own; empty ones encode to nothing, as HF drops empty splits.  buf NULL: the text as it is (encode_state).
+    # buf: a SentencePiece-style text, which HF normalizes or pre-tokenizes as a split of its own: its spaces
+    # written as the marker, the marker put in front by the rule (Prepend: any non-empty text; Metaspace: unless
+    # it starts with the marker, with prepend_scheme "first" (first_only) only for the text at offset 0), then
+    # the marker-words encoder; buf has room for marked_room(st, n - pos) bytes.  ck (unless NULL): a checkpoint
+    # after each added token, the only places a prefix cache resumes a marked split.
     cdef Py_ssize_t i, seg = pos, k = 0, m
     cdef AddedScan scan
     cdef ctok_marker mk
     cdef int ml = st.marker_len, rc
     cdef bint front
-    memset(&mk, 0, sizeof(ctok_marker))
-    memcpy(mk.bytes, st.marker, ml)                          # ml <= 8 (checked at construction)
-    mk.len = ml
+    if buf != NULL:
+        memset(&mk, 0, sizeof(ctok_marker))
+        memcpy(mk.bytes, st.marker, ml)                      # ml <= 8 (checked at construction)
+        mk.len = ml
     scan.raw_at = -1
     while True:
         i = added_next(a, s, n, seg, &k, &scan)
-        if i > seg:
+        if i > seg and buf == NULL:
+            rc = encode_state(st, s + seg, i - seg, out, sc)
+            if rc != BPE_OK:
+                return rc
+        elif i > seg:
             # buf[0:ml] kept for the marker in front; the gap's bytes after it (each at most ml bytes)
             m = ctok_mark_spaces(s + seg, i - seg, buf + ml, &mk) - (buf + ml)
             if prepend == PREPEND_NONEMPTY:
@@ -302,24 +306,8 @@ cdef int encode_added_marked(const EncoderState* st, const AddedSplit* a, const 
 
 cdef int encode_added(const EncoderState* st, const AddedSplit* a, const uint8_t* s, Py_ssize_t n, IdVec* out,
                       BpeScratch* sc) noexcept nogil:
-    # HF's added-vocabulary split (added_next), then each gap as a text of its own.  Empty gaps encode to
-    # nothing, as HF drops empty splits.
-    cdef Py_ssize_t i, seg = 0, k = 0
-    cdef AddedScan scan
-    cdef int rc
-    scan.raw_at = -1
-    while True:
-        i = added_next(a, s, n, seg, &k, &scan)
-        if i > seg:
-            rc = encode_state(st, s + seg, i - seg, out, sc)
-            if rc != BPE_OK:
-                return rc
-        if i >= n:
-            return BPE_OK
-        rc = idvec_push(out, a.ids[k])                        # k < a.n: set by added_next
-        if rc != BPE_OK:
-            return rc
-        seg = i + (a.off[k + 1] - a.off[k])
+    # encode_split of a text as it is, from its start, no checkpoints.
+    return encode_split(st, a, s, n, 0, NULL, 0, False, out, NULL, sc)
 
 
 cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos,
@@ -1059,7 +1047,7 @@ cdef class CoreEncoder:
         cdef int rc = BPE_OK, status = 0, cheap
         cdef bint nomem = False, surrogates = False
         cdef bint marked = added != NULL and self.state.pretok_kind == PRETOK_MARKER_WORDS
-        cdef uint8_t* mbuf = NULL                  # marked: room for the longest text, marked (encode_added_marked)
+        cdef uint8_t* mbuf = NULL                  # marked: room for the longest text, marked (encode_split)
         cdef Py_ssize_t longest = 0
         cdef object d
         cdef list keep = None                      # exact copies of str subclasses, repaired texts' bytes
@@ -1111,18 +1099,15 @@ cdef class CoreEncoder:
             if marked:
                 for i in range(n):
                     longest = lens[i] if lens[i] > longest else longest
-                mbuf = <uint8_t*>malloc(longest * self.state.marker_len + self.state.marker_len + CTOK_MARKER_SLACK + 1)
+                mbuf = <uint8_t*>malloc(marked_room(&self.state, longest))
                 if mbuf == NULL:
                     raise MemoryError()
             scratch_init(&sc)
             with nogil:
                 for i in range(n):
-                    if marked:
-                        rc = encode_added_marked(&self.state, added, ptrs[i], lens[i], 0, mbuf, self.marker_prepend,
-                                                 self.marked_first_only, out, NULL, &sc)
-                    else:
-                        rc = (encode_added(&self.state, added, ptrs[i], lens[i], out, &sc) if added != NULL
-                              else self.encode_into(ptrs[i], lens[i], out, &sc))
+                    rc = (encode_split(&self.state, added, ptrs[i], lens[i], 0, mbuf, self.marker_prepend,
+                                       self.marked_first_only, out, NULL, &sc) if added != NULL
+                          else self.encode_into(ptrs[i], lens[i], out, &sc))
                     if rc != BPE_OK:
                         break
                     ends[i] = out.size
@@ -1525,7 +1510,7 @@ cdef class CoreEncoder:
     def encode_marked_split(self, text, first_only=None):
         """encode_marked for text split at the special-token split (set_added_split(..., specials=True)) first,
         as HF's added vocabulary splits a SentencePiece-style file's text: each token found is its id, and each
-        text between two is normalized / pre-tokenized as a split of its own (see encode_added_marked):
+        text between two is normalized / pre-tokenized as a split of its own (see encode_split):
         first_only for Metaspace's prepend_scheme "first" (None: marked_first_only).  A lone surrogate raises
         UnicodeEncodeError."""
         cdef const char* s
@@ -1554,14 +1539,14 @@ cdef class CoreEncoder:
         cdef int rc, rule = self.marker_prepend
         if rule < 0:
             raise ValueError("encode_marked_split: this encoder has no marker_prepend rule")
-        buf = <uint8_t*>malloc(n * self.state.marker_len + self.state.marker_len + CTOK_MARKER_SLACK + 1)
+        buf = <uint8_t*>malloc(marked_room(&self.state, n))
         out.data = NULL; out.size = 0; out.cap = 0
         scratch_init(&sc)
         try:
             if buf == NULL or idvec_reserve(&out, n // 4 + 16) != BPE_OK:
                 raise MemoryError()
             with nogil:
-                rc = encode_added_marked(&self.state, a, s, n, 0, buf, rule, first_only, &out, NULL, &sc)
+                rc = encode_split(&self.state, a, s, n, 0, buf, rule, first_only, &out, NULL, &sc)
             if rc != BPE_OK:
                 raise MemoryError()
             return self.ids_to_list(&out)

@@ -135,7 +135,7 @@ from ctok._bpe cimport (IdVec, BpeScratch, BPE_OK, BPE_NOMEM, idvec_reserve, idv
 from ctok._pretok cimport (next_piece_end, ctok_char, PRETOK_N_KINDS, PRETOK_WHOLE, CT_WS, CT_L, CT_UP, CT_LO,
                            CT_M)
 from ctok._encoder cimport (CoreEncoder, exact_str, EncoderState, encode_state_span, PRETOK_MARKER_WORDS,
-                           PlainRoute, AddedSplit, AddedScan, added_next, encode_added_marked)
+                           PlainRoute, AddedSplit, AddedScan, added_next, encode_split, marked_room)
 
 # Default byte budget of a PrefixCache (the Encoding setting / CTOK_PREFIX_CACHE_BYTES override it).
 DEFAULT_PREFIX_CACHE_BYTES = 64 << 20
@@ -653,7 +653,7 @@ cdef class PrefixCache:
             self._served_text_ok = kind_ok and byte_exact(core, True)
             if kind == PRETOK_MARKER_WORDS:       # cut at checkpoints only (find_cut): ids need not spell bytes
                 # A split cache keys on the text's UTF-8 (strs only) and its checkpoints are the ends of added
-                # tokens (encode_added_marked): the texts between two are marked each as a split of its own.
+                # tokens (encode_split): the texts between two are marked each as a split of its own.
                 self._served_ok = not self.split
                 self._served_text_ok = not self.split or self.split == 2
             if self.split:
@@ -998,15 +998,15 @@ cdef class PrefixCache:
             split_at = self._split_at(core)
             marked_split = self.split and st.pretok_kind == PRETOK_MARKER_WORDS
             if marked_split:
-                mbuf = <uint8_t*>malloc((n - p) * st.marker_len + st.marker_len + 16)
+                mbuf = <uint8_t*>malloc(marked_room(st, n - p))
                 if mbuf == NULL:
                     raise MemoryError()
             scp = core.take_scratch(&sc)
             with nogil:
                 if marked_split:
                     # p is 0 or an added token's end (the only checkpoints of this split): the text between two
-                    # starts there, as encode_added_marked needs.  mbuf: room for the rest, s[p:n], marked.
-                    rc = encode_added_marked(st, split_at, s, n, p, mbuf, core.marker_prepend,
+                    # starts there, as encode_split needs.  mbuf: room for the rest, s[p:n], marked.
+                    rc = encode_split(st, split_at, s, n, p, mbuf, core.marker_prepend,
                                              core.marked_first_only, &out, &ck, scp)
                 elif self.split:
                     rc = encode_split_from(st, split_at, s, n, p, &out, &ck, scp)   # not NULL: _serves checked it

@@ -215,16 +215,16 @@ class Encoding:
     def _specials_split(self):
         """The entries the core splits at when every special token is allowed ((bytes, id) or (bytes, id,
         normalized): CoreEncoder.set_added_split), or None.  A tokenizer.json file: its added tokens, special or
-        not, when the compiled split finds them all as HF does (HFPipeline.native_route_specials; a SentencePiece-
-        style file's through native_route_marked_specials, which also sets core.marked_first_only).  A tiktoken
+        not, when the compiled split finds them all as HF does (HFPipeline.native_route_specials; for a
+        SentencePiece-style file this also sets core.marked_first_only).  A tiktoken
         file: its special tokens, when every one is non-empty ASCII; the split finds them as _special_re does,
         leftmost and, there, longest."""
         if self._hf is not None:
-            marked = self._hf.native_route_marked_specials()
-            if marked is None:
-                return self._hf.native_route_specials()
-            self._core.marked_first_only = marked[1]      # Metaspace "first": see CoreEncoder.encode_marked_split
-            return marked[0]
+            got = self._hf.native_route_specials()
+            if got is None:
+                return None
+            self._core.marked_first_only = got[1]      # Metaspace "first": see CoreEncoder.encode_marked_split
+            return got[0]
         names = self.special_tokens
         if not names or not all(name and name.isascii() for name in names):
             return None

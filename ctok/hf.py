@@ -1284,27 +1284,20 @@ class HFPipeline:
         return contents, forms, [], False
 
     def native_route_specials(self):
-        """The (bytes, id, normalized) entries the compiled encoder splits at when every special token is
-        allowed (a chat template's output, `encode(text, allowed_special="all")`): all the added tokens, special
-        or not, when native_route is not `marked` and the compiled split finds them all as HF does (see
-        _split_plan); else None."""
+        """(entries, first_only) for core.set_added_split(entries, specials=True) when every special token is allowed
+        (a chat template's output, `encode(text, allowed_special="all")`): all the added tokens, special or not,
+        when native_route exists and the compiled split finds them all as HF does (see _split_plan); else None.
+        A SentencePiece-style file (native_route `marked`, whose added tokens are all matched raw:
+        _marker_prepend_rule) has each text between two normalized (Prepend: a marker in front of any non-empty
+        one) or pre-tokenized (Metaspace: in front unless it starts with one; with prepend_scheme "first", only for
+        the text at offset 0: first_only) as a split of its own: core.encode_marked_split."""
         route = self.native_route()
-        if route is None or route[3]:
+        plan = self._split_plan(list(self._added_r.items())) if route is not None else None
+        if not plan:
             return None
-        return self._split_plan(list(self._added_r.items())) or None
-
-    def native_route_marked_specials(self):
-        """For a SentencePiece-style file (native_route `marked`): (entries, first_only) when every special
-        token is allowed and core.encode_marked_split finds the added tokens as HF does, else None.  Every
-        added token is matched on the raw text there (_marker_prepend_rule leaves out files with normalized
-        ones); each text between two is normalized (Prepend: a marker in front of any non-empty one) or
-        pre-tokenized (Metaspace: in front unless it starts with one; with prepend_scheme "first", only for the
-        text at offset 0: first_only) as a split of its own."""
-        route = self.native_route()
-        if route is None or not route[3]:
-            return None
-        plan = self._split_plan(list(self._added_r.items()))
-        if not plan or any(normalized for _, _, normalized in plan):
+        if not route[3]:
+            return plan, False
+        if any(normalized for _, _, normalized in plan):
             return None
         wm = self._whole_metaspace
         return plan, wm is not None and wm[1] == "first"

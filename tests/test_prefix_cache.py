@@ -184,9 +184,26 @@ PLAIN_ATOMS = [b" ", b"  ", b"\n", b"word", b" word", b" Word", b"12", b"345", b
                "\u4e2d".encode(), "\u00e9".encode(), b"\t", b"  \n"]
 
 
-def _split_text(rnd, n_atoms):
-    return b"".join(rnd.choice(SPLIT_ATOMS) if rnd.random() < 0.08 else rnd.choice(PLAIN_ATOMS)
+def _split_text(rnd, n_atoms, atoms=SPLIT_ATOMS, share=0.08):
+    return b"".join(rnd.choice(atoms) if rnd.random() < share else rnd.choice(PLAIN_ATOMS)
                     for _ in range(n_atoms)).decode()
+
+
+def _prompts_parting_anywhere(cache, core, rnd, atoms, share):
+    """16 texts of atoms (about `share` of them from `atoms`, the others PLAIN_ATOMS), each followed by 40 prompts
+    parting from it anywhere (a few atoms inserted or appended there; now and then the next base): each through
+    the split cache gives core.encode_str_split's ids.  Returns the last base."""
+    for _ in range(16):
+        base = _split_text(rnd, rnd.randint(60, 600), atoms, share)
+        assert cache.encode_str(core, base) == core.encode_str_split(base)
+        for _ in range(40):
+            k = rnd.randint(0, len(base))
+            tail = b"".join(rnd.choice(atoms) for _ in range(rnd.randint(0, 8))).decode()
+            v = base[:k] + tail + base[k:] if rnd.random() < 0.3 else base[:k] + tail
+            assert cache.encode_str(core, v) == core.encode_str_split(v), (base, v)
+            if rnd.random() < 0.1:
+                base = v if len(v) > 100 else base
+    return base
 
 
 @pytest.fixture(scope="module")
@@ -203,16 +220,7 @@ def test_split_cache_cuts_adversarially(split_core):
     core = split_core
     rnd = random.Random(SEED * 19)
     cache = PrefixCache(1 << 22, min_bytes=0, split=True)
-    for _ in range(16):
-        base = _split_text(rnd, rnd.randint(60, 600))
-        assert cache.encode_str(core, base) == core.encode_str_split(base)
-        for _ in range(40):
-            k = rnd.randint(0, len(base))
-            tail = b"".join(rnd.choice(SPLIT_ATOMS) for _ in range(rnd.randint(0, 8))).decode()
-            v = base[:k] + tail + base[k:] if rnd.random() < 0.3 else base[:k] + tail
-            assert cache.encode_str(core, v) == core.encode_str_split(v), (base, v)
-            if rnd.random() < 0.1:
-                base = v if len(v) > 100 else base
+    base = _prompts_parting_anywhere(cache, core, rnd, SPLIT_ATOMS, 0.08)
     st = cache.stats()
     assert st["hits"] > 100 and st["reused_bytes"] > 0 and st["front_hits"] == 0
     plain = PrefixCache(1 << 22, min_bytes=0)
@@ -255,17 +263,7 @@ def test_split_cache_of_two_passes_cuts_adversarially(split2_core):
         assert cache.stats()["hits"] == 1
     rnd = random.Random(SEED * 37)
     cache = PrefixCache(1 << 22, min_bytes=0, split=True)
-    for _ in range(16):
-        base = b"".join(rnd.choice(SPLIT2_ATOMS) if rnd.random() < 0.1 else rnd.choice(PLAIN_ATOMS)
-                        for _ in range(rnd.randint(60, 600))).decode()
-        assert cache.encode_str(core, base) == core.encode_str_split(base)
-        for _ in range(40):
-            k = rnd.randint(0, len(base))
-            tail = b"".join(rnd.choice(SPLIT2_ATOMS) for _ in range(rnd.randint(0, 8))).decode()
-            v = base[:k] + tail + base[k:] if rnd.random() < 0.3 else base[:k] + tail
-            assert cache.encode_str(core, v) == core.encode_str_split(v), (base, v)
-            if rnd.random() < 0.1:
-                base = v if len(v) > 100 else base
+    _prompts_parting_anywhere(cache, core, rnd, SPLIT2_ATOMS, 0.1)
     assert cache.stats()["hits"] > 100
 
 
