@@ -2154,20 +2154,30 @@ cdef class FastEncode(CompiledRoute):
                 and (disallowed_special is "all" or empty_collection(disallowed_special)
                      or (type(disallowed_special) is str and disallowed_special == "all"))):
             ids = self.compiled(<str>text)
-            if (ids is None and self.split_all_plain is not None and type(allowed_special) is str
-                    and allowed_special == "all" and unchanged_by(<str>text, self.forms, self.nf_mask)):
-                # Every special token allowed (a chat template's output): split at the specials and the added
-                # tokens together, as HF's added vocabulary does, when the normal forms leave the text as it is.
-                try:
-                    ids = self.split_all_plain(text)
-                except UnicodeEncodeError:
-                    ids = None                  # a lone surrogate: the slow route refuses it as HF does
+            if ids is None and type(allowed_special) is str and allowed_special == "all":
+                ids = self._split_all(<str>text)
             if ids is not None:
                 if add_special_tokens and self.post is not None:
                     return self.post(ids)
                 return ids
         return self.slow(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
                          add_special_tokens=add_special_tokens)
+
+    cdef object _split_all(self, str text):
+        # Every special token allowed (a chat template's output): split at the specials and the added tokens
+        # together, as HF's added vocabulary does, when the normal forms leave the text as it is; else None.
+        if self.split_all_plain is None or not unchanged_by(text, self.forms, self.nf_mask):
+            return None
+        try:
+            return self.split_all_plain(text)
+        except UnicodeEncodeError:
+            return None                         # a lone surrogate: the slow route refuses it as HF does
+
+    def split_all(self, text):
+        """The ids of `text` with every special token allowed, by the core's split (no post-processor), or None
+        when the text cannot go that way: not an exact str, no such split, normal forms that change it, a lone
+        surrogate."""
+        return self._split_all(<str>text) if type(text) is str else None
 
 
 cdef class FastOrdinary(CompiledRoute):

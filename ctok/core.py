@@ -103,6 +103,9 @@ class Encoding:
         self._split_cache = None            # tokenizer.json texts split at added tokens natively (set_prefix_cache)
         self._specials_cache = None         # texts split at special (and added) tokens, every special allowed
         self._split_all = None              # text -> ids, every special token allowed, split by the core
+        self._split_all_route = None        # the same for a tokenizer.json file, None where the normal forms change
+                                            # the text (FastEncode.split_all)
+        self._others_re_cache = {}          # allowed names -> _special_re of the other special tokens
         self._batch_route = None            # a tokenizer.json file's CompiledRoute for batches (_set_hf_shortcuts)
         self._plain = self._core.encode_str
         self._marked = None                 # a SentencePiece-style file's compiled route (set_prefix_cache)
@@ -121,6 +124,7 @@ class Encoding:
         """tokenizer.json files whose ordinary text needs no Python stage: encode/encode_ordinary of text
         holding no added token (as FirstChars in _encoder tests it) go straight to the compiled encoder
         (through the prefix cache when it is on; SentencePiece-style files, `marked`, to encode_marked)."""
+        self._split_all_route = None
         route = self._hf_route()
         if route is None or self.long_input_split:
             return
@@ -146,9 +150,12 @@ class Encoding:
         # Batches: the texts this route sends plain are the core's encode_str texts, so they may be encoded
         # together without the GIL (not for SentencePiece-style files, whose plain step writes markers).
         self._batch_route = None if marked else ordinary
-        self.encode = FastEncode(self._core, self._encode_full, tokens, plain, forms=forms, split=names,
-                                 normalize=normalize, post=self._hf.post_process, split_plain=split_plain,
-                                 split_all_plain=self._split_all).call
+        fast = FastEncode(self._core, self._encode_full, tokens, plain, forms=forms, split=names,
+                          normalize=normalize, post=self._hf.post_process, split_plain=split_plain,
+                          split_all_plain=self._split_all)
+        self.encode = fast.call
+        if self._split_all is not None:
+            self._split_all_route = fast.split_all
 
     def _encode_ordinary_slow(self, text):
         return Encoding.encode_ordinary(self, text)
@@ -239,6 +246,7 @@ class Encoding:
         other.long_input_split = bool(long_input_split)
         other._reload_args = reload_args
         other._special_re_cache = {}
+        other._others_re_cache = {}
         other._special_scans = {}
         if other._native_plain():
             other._plain = other._core.encode_str if other._prefix_cache is None else other._prefix_cache.bind(other._core)
@@ -301,6 +309,19 @@ class Encoding:
             self._special_re_cache[names] = r
         return r
 
+    def _others_re(self, allowed: frozenset):
+        """_special_re of the special tokens not in `allowed`, kept per allowed set: made per call, the difference
+        of DeepSeek-V3's 1,230 names and its hash cost more than encoding a chat template."""
+        try:
+            return self._others_re_cache[allowed]
+        except KeyError:
+            pass
+        r = self._special_re(self._special_names - allowed)
+        if len(self._others_re_cache) > 256:
+            self._others_re_cache.clear()
+        self._others_re_cache[allowed] = r
+        return r
+
     def _check_no_disallowed(self, texts, disallowed_special) -> None:
         """_policy(t, (), disallowed_special) for every text: the sets and the pattern made once."""
         if disallowed_special == "all":
@@ -336,12 +357,12 @@ class Encoding:
             # Names that are not special tokens of this encoding are ignored, as tiktoken does.
             allowed = frozenset(allowed_special) & self._special_names
         if disallowed_special == "all":
-            disallowed = frozenset() if allowed is self._special_names else self._special_names - allowed
+            r = None if allowed is self._special_names else self._others_re(allowed)
         else:
             disallowed = frozenset(disallowed_special)
-        if disallowed:
-            r = self._special_re(disallowed)
-            m = r.search(text) if r is not None else None
+            r = self._special_re(disallowed) if disallowed else None
+        if r is not None:
+            m = r.search(text)
             if m is not None:
                 raise DisallowedSpecialError(
                     f"Encountered text corresponding to disallowed special token {m.group()!r}.\n"
@@ -429,11 +450,22 @@ class Encoding:
         _check_text(text)
         allowed = self._policy(text, allowed_special, disallowed_special)
         if self._hf is not None:
-            if allowed and (allowed is self._special_names or allowed == self._special_names):
-                return self._hf.encode(text, recognise_special=True, add_special_tokens=add_special_tokens)
-            ids = self._encode_with_specials(text, allowed)
-            return self._hf.post_process(ids) if add_special_tokens else ids
+            return self._hf_encode(text, allowed, disallowed_special == "all", add_special_tokens)
         return self._encode_with_specials(text, allowed, others_absent=disallowed_special == "all")
+
+    def _hf_encode(self, text: str, allowed: frozenset, others_absent: bool, add_special_tokens: bool) -> List[int]:
+        """A tokenizer.json file's ids of `text` with the special tokens `allowed` recognised (HF's encode) and
+        the others encoded as text (as HF's encode_special_tokens encodes them all).  others_absent: _policy found
+        none of the others in the text, whose ids are then those with every special token recognised, as the core's
+        split finds them where the file has one (FastEncode.split_all: text the normal forms leave as it is, so
+        the others are absent from the text HF's second pass reads too); HF's pipeline else."""
+        every = allowed is self._special_names or allowed == self._special_names
+        ids = None
+        if allowed and (every or others_absent) and self._split_all_route is not None:
+            ids = self._split_all_route(text)
+        if ids is None:
+            ids = self._hf.encode(text, recognise_special=True if every else (allowed or False))
+        return self._hf.post_process(ids) if add_special_tokens else ids
 
     def count(self, text: str, *, allowed_special: AllowedSpecial = frozenset(),
               disallowed_special: DisallowedSpecial = "all") -> int:

@@ -1100,17 +1100,18 @@ class HFPipeline:
         return self._vocab.get(s)
 
     # ---- encode ----
-    def _find_added(self, s: str, matcher: _Matcher, skip_special: bool):
-        """AddedVocabulary::find_matches -> [(start, end, id or None)] (ranges may overlap after rstrip)."""
+    def _find_added(self, s: str, matcher: _Matcher, skip):
+        """AddedVocabulary::find_matches -> [(start, end, id or None)] (ranges may overlap after rstrip).  `skip`:
+        the special tokens not recognised (their text stays text).  As HF's encode_special_tokens does, a
+        skipped token's match still takes its place in the leftmost-longest scan; it is dropped afterwards."""
         out = []
         start_offset = 0
         added_r = self._added_r
-        special = self._special_set
         n = len(s)
         for start, stop, matched in matcher.finditer(s):
             tid = matcher.ids[matched]
             tok = added_r[tid]
-            if skip_special and tok.content in special:
+            if skip and tok.content in skip:
                 continue
             if tok.single_word:
                 if start > 0 and _is_word_char(s[start - 1]):
@@ -1133,11 +1134,11 @@ class HFPipeline:
             out.append((start_offset, n, None))
         return out
 
-    def _segments(self, text: str, skip_special: bool):
-        """-> list of (normalized text, first) or int (an added token id), in order."""
+    def _segments(self, text: str, skip):
+        """-> list of (normalized text, first) or int (an added token id), in order.  skip: as _find_added."""
         if self._raw_matcher is not None and text:
             step1 = []
-            for a, b, tid in self._find_added(text, self._raw_matcher, skip_special):
+            for a, b, tid in self._find_added(text, self._raw_matcher, skip):
                 if tid is not None:
                     step1.append(tid)
                 elif b > a:
@@ -1161,7 +1162,7 @@ class HFPipeline:
             if nm is None:
                 out.append((s, first))
                 continue
-            for a, b, tid in self._find_added(s, nm, skip_special):
+            for a, b, tid in self._find_added(s, nm, skip):
                 if b <= a:
                     # HF drops empty splits, token or not (a token whose normalized form is empty matches the
                     # empty string everywhere: it splits the text but yields no id)
@@ -1219,10 +1220,11 @@ class HFPipeline:
             return cache.encode(core, data)
         return core.encode_ordinary(data)
 
-    def encode(self, text: str, *, recognise_special: bool, add_special_tokens: bool = False) -> List[int]:
+    def encode(self, text: str, *, recognise_special, add_special_tokens: bool = False) -> List[int]:
         """recognise_special=True: `hf.encode(text, add_special_tokens=...).ids`;
         False: the same with `hf.encode_special_tokens = True` (special added tokens are encoded as text;
-        non-special added tokens are still recognised, as in HF)."""
+        non-special added tokens are still recognised, as in HF); a set of special tokens' names: those are
+        recognised and the others encoded as text, each skipped as encode_special_tokens skips them all."""
         if not isinstance(text, str):
             raise TypeError(f"text must be str, not {type(text).__name__}")
         if not text.isascii():
@@ -1233,7 +1235,13 @@ class HFPipeline:
                     f"text holds a lone surrogate {text[e.start]!r} at index {e.start}; it is not valid Unicode "
                     "text (HF tokenizers refuses it too, with TypeError)") from None
         out: List[int] = []
-        for seg in self._segments(text, not recognise_special):
+        if recognise_special is True:
+            skip = ()
+        elif recognise_special is False:
+            skip = self._special_set
+        else:
+            skip = self._special_set.difference(recognise_special)
+        for seg in self._segments(text, skip):
             if isinstance(seg, int):
                 out.append(seg)
             else:

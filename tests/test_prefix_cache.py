@@ -949,27 +949,34 @@ def test_marker_words_cut_waits_for_the_whole_marker():
 @pytest.mark.parametrize("rel", ["llama3-hf/tokenizer.json", "qwen3/tokenizer.json", "mistral-7b-v0.1/tokenizer.json",
                                  "llama2/tokenizer.json"])
 def test_segments_between_special_tokens_use_the_cache_exactly(rel):
-    """Text holding special tokens (a chat rendered by its template), some of them allowed (all of them take the
-    core's split: test_tokenizer_json_templates_split_at_specials_through_their_cache), is encoded segment by
-    segment by the Python pipeline; long segments go through the prefix cache (HFPipeline.segment_cache), and
-    the ids stay HF's."""
+    """Text holding special tokens (a chat rendered by its template), some of them allowed.  With the others
+    encodable as text (disallowed_special=()) it is encoded segment by segment by the Python pipeline, whose long
+    segments go through the prefix cache (HFPipeline.segment_cache); by default (the others then absent, or it
+    raises) it takes the core's split at every special token and its cache, as allowed_special="all" does
+    (test_tokenizer_json_templates_split_at_specials_through_their_cache).  The ids stay HF's either way."""
     tokenizers = pytest.importorskip("tokenizers")
     from _shared import vocab_path, corpus_text
     path = str(vocab_path(*rel.split("/")))
     enc = ctok.load(path)
     enc.set_prefix_cache(None)                   # a fresh cache: ctok.load's encodings are shared by other tests
     ref = tokenizers.Tokenizer.from_file(path)
-    special = sorted(t.content for t in ref.get_added_tokens_decoder().values() if t.special)[:3]
+    # two of the file's special tokens, never all of them (all allowed is the core's split, whatever the policy)
+    special = sorted(t.content for t in ref.get_added_tokens_decoder().values() if t.special)[:2]
     turns = [corpus_text("en_dracula.txt", 40_000)[1500 * i:1500 * (i + 1)] for i in range(12)]
     rnd = random.Random(SEED + 9)
     chat = ""
     allowed = set(special)
+    assert allowed != set(enc.special_tokens)
     for i, turn in enumerate(turns):
         chat += rnd.choice(special) + turn + rnd.choice(["", " ", "\n", "  x"])
-        assert enc.encode(chat, allowed_special=allowed) == ref.encode(chat, add_special_tokens=False).ids, (rel, i)
-    assert enc.prefix_cache_stats()["hits"] > 0
+        want = ref.encode(chat, add_special_tokens=False).ids
+        assert enc.encode(chat, allowed_special=allowed, disallowed_special=()) == want, (rel, i)
+        assert enc.encode(chat, allowed_special=allowed) == want, (rel, i)
+    stats = enc.prefix_cache_stats()
+    assert stats["hits"] > 0 and stats["specials"]["hits"] > 0
     enc.set_prefix_cache(0)
     assert enc._hf.segment_cache is None
-    assert enc.encode(chat, allowed_special=allowed) == ref.encode(chat, add_special_tokens=False).ids
+    assert enc.encode(chat, allowed_special=allowed, disallowed_special=()) == want
+    assert enc.encode(chat, allowed_special=allowed) == want
     enc.set_prefix_cache(None)                   # ctok.load's encodings are shared: back to the default
     assert enc._hf.segment_cache is not None
