@@ -29,6 +29,21 @@ cdef struct LongEntry:
     uint8_t piece[LONG_SLOT_BYTES]
     uint32_t ids[LONG_SLOT_BYTES]
 
+cdef enum:
+    HOT_BITS = 15               # BpeScratch.hot: 32,768 entries of 32 bytes (1 MB)
+    HOT_MAX_PIECE = 15          # pieces of up to this many bytes ...
+    HOT_MAX_IDS = 3             # ... that encode to at most this many ids
+    HOT_CACHED = 0x100          # HotEntry.n: the piece came from (or went to) the piece cache
+
+cdef struct HotEntry:
+    # One piece and its ids (BpeScratch.hot).  The piece's bytes are its key, zero padded: k0 holds bytes 0-7,
+    # k1 bytes 8-14 and the length in its top byte, so no two pieces share a key (a piece and the same bytes
+    # with a NUL after them differ in length) and none is all zeros, the empty entry.
+    uint64_t k0
+    uint64_t k1
+    uint32_t n                  # ids held (1..HOT_MAX_IDS) | HOT_CACHED when the piece cache holds the piece too
+    uint32_t ids[HOT_MAX_IDS]   # past n: zeros, copied and dropped
+
 cdef struct BpeScratch:
     # Per-thread working memory, reused across pieces so the hot loop does not allocate.
     Py_ssize_t cap
@@ -58,6 +73,13 @@ cdef struct BpeScratch:
     LongEntry* longs
     const Tables* longs_vocab
     const BpeOptions* longs_opt
+    # The pieces this scratch's encoder met lately, tokens or not, and their ids (_encoder.encode_state_span):
+    # direct mapped by the piece's bytes, 1 << HOT_BITS entries, read and written only by the one thread that
+    # holds the scratch; a newer piece takes its entry.  Made (scratch_hot) for an encoder's pooled scratches
+    # only (CoreEncoder.take_scratch); NULL in others.  Valid for hot_owner (an EncoderState) only.
+    HotEntry* hot
+    const void* hot_owner
+    uint64_t hot_cached     # hits on HOT_CACHED entries not yet told to the piece cache (cache_note_hits)
 
 cdef enum:
     BPE_OK = 0
@@ -79,6 +101,8 @@ cdef inline int idvec_push(IdVec* v, uint32_t x) noexcept nogil:
 cdef void idvec_free(IdVec* v) noexcept nogil
 cdef void scratch_init(BpeScratch* s) noexcept nogil
 cdef void scratch_free(BpeScratch* s) noexcept nogil
+# Give a scratch a table of recent pieces (BpeScratch.hot) for owner; BPE_NOMEM leaves it without one.
+cdef int scratch_hot(BpeScratch* s, const void* owner) noexcept nogil
 cdef int bpe_encode_piece(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
                           IdVec* out, BpeScratch* scratch) noexcept nogil
 # The same without the whole-piece lookup, for callers that already made it.

@@ -117,6 +117,49 @@ cdef void scratch_init(BpeScratch* s) noexcept nogil:
     s.longs = NULL
     s.longs_vocab = NULL
     s.longs_opt = NULL
+    s.hot = NULL
+    s.hot_owner = NULL
+    s.hot_cached = 0
+
+
+cdef extern from *:
+    """
+    #if defined(__linux__)
+    #include <sys/mman.h>
+    /* BpeScratch.hot: mapped zeroed and page aligned, its pages populated by the call.  Faulted in one by one they
+       cost two faults each (a probe maps the zero page, the first store copies it): 513 faults and +1.7 ms in the
+       first 300 KB encoded, against one call. */
+    static void* ctok_hot_map(size_t n) {
+    #ifdef MAP_POPULATE
+        int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE;
+    #else
+        int flags = MAP_PRIVATE | MAP_ANONYMOUS;
+    #endif
+        void* p = mmap(NULL, n, PROT_READ | PROT_WRITE, flags, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    static void ctok_hot_unmap(void* p, size_t n) { if (p != NULL) munmap(p, n); }
+    #else
+    #include <stdlib.h>
+    static void* ctok_hot_map(size_t n) { return calloc(1, n); }
+    static void ctok_hot_unmap(void* p, size_t n) { (void)n; free(p); }
+    #endif
+    """
+    void* ctok_hot_map(size_t n) nogil
+    void ctok_hot_unmap(void* p, size_t n) nogil
+
+
+cdef int scratch_hot(BpeScratch* s, const void* owner) noexcept nogil:
+    # Give s a table of recent pieces for `owner` (see BpeScratch.hot), emptied of another owner's pieces.
+    cdef size_t size = (<size_t>1 << HOT_BITS) * sizeof(HotEntry)
+    if s.hot == NULL:
+        s.hot = <HotEntry*>ctok_hot_map(size)
+        if s.hot == NULL:
+            return BPE_NOMEM
+    elif s.hot_owner != owner:
+        memset(s.hot, 0, size)
+    s.hot_owner = owner
+    return BPE_OK
 
 
 cdef void scratch_free(BpeScratch* s) noexcept nogil:
@@ -129,6 +172,7 @@ cdef void scratch_free(BpeScratch* s) noexcept nogil:
     free(s.last_piece)
     free(s.last_ids)
     free(s.longs)
+    ctok_hot_unmap(s.hot, (<size_t>1 << HOT_BITS) * sizeof(HotEntry))
     scratch_init(s)
 
 

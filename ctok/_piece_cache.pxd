@@ -35,6 +35,10 @@ cdef struct PieceCache:
 cdef bint cache_get(const PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_t h, IdVec* out) noexcept nogil
 cdef void cache_put(PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_t h, const uint32_t* ids,
                     Py_ssize_t n_ids) noexcept nogil
+# n hits on pieces this cache holds, answered before reaching it (a thread's table of recent pieces): counted as
+# its own would be (one in HIT_SAMPLE), so that they weigh in its growth as before that table existed.  Returns
+# the part of n not counted yet, for the caller to pass again with its next hits.
+cdef uint64_t cache_note_hits(PieceCache* c, uint64_t n) noexcept nogil
 cdef int cache_init(PieceCache* c, Py_ssize_t max_bytes) noexcept nogil
 cdef void cache_free(PieceCache* c) noexcept nogil
 cdef uint64_t cache_bytes(const PieceCache* c) noexcept nogil

@@ -244,6 +244,14 @@ cdef bint cache_get(const PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_
     return False
 
 
+cdef uint64_t cache_note_hits(PieceCache* c, uint64_t n) noexcept nogil:
+    if c.table == NULL:
+        return 0                                        # off: nothing grows
+    if n >= HIT_SAMPLE:
+        ctok_count_add_n(<unsigned long long*>&c.hits, n // HIT_SAMPLE)
+    return n % HIT_SAMPLE
+
+
 cdef inline CacheEntry* entry_for(CacheTable* t, uint64_t h) noexcept nogil:
     # The entry a store of hash h takes: a free or matching one of its pair, else one picked by another bit.
     cdef uint64_t i = set_index(t, h)

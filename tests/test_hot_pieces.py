@@ -1,0 +1,85 @@
+"""The table of recent pieces (BpeScratch.hot, read in _encoder.encode_state_span): a piece of up to 15 bytes
+met lately is answered from the scratch's table, keyed by its bytes zero padded and its length.  The ids must
+be tiktoken's whether the piece is met for the first time, again in the same call, or in a later call; pieces
+that differ only by NUL bytes after them (equal padded words, different lengths), pieces at the text's end
+(too close to it for the two 8-byte loads, so they take the long way), 15- and 16-byte pieces, and pieces of
+1 to 4 ids."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from _shared import assert_same_ids, corpus_text, tiktoken_reference, vocab_path
+
+ctok = pytest.importorskip("ctok")
+
+SEED = 20261206
+
+
+@pytest.fixture(scope="module")
+def pair():
+    ref, _ = tiktoken_reference("o200k_base")
+    enc = ctok.load(str(vocab_path("o200k_base", "o200k_base.tiktoken")))
+    enc.set_prefix_cache(0)                 # every call encodes its pieces (no prefix reused)
+    return enc, ref
+
+
+def _atoms():
+    # NUL-padded look-alikes: " " / " \0" / " \0\0", "ab" then "\0\0", whitespace runs around NULs
+    out = [" \x00", " \x00\x00", "\x00", "\x00\x00", "\x00\x00\x00", " ", "  ", "ab", " ab", "\x00 ab"]
+    # lengths 13-17 around the 15-byte limit, as words and as runs
+    out += [" " + "x" * k for k in range(12, 18)] + ["-" * k for k in range(13, 18)] + [" " * k for k in range(13, 18)]
+    # pieces of several ids: rare words, digit groups, punctuation runs
+    out += [" zxqvbnm", " qwrtpsdfg", " Xyzzyplugh", "1234567", "?!?!?!?!", " électricité", " 中文字", "😀😃😄"]
+    return out
+
+
+def _texts(rnd, n):
+    atoms = _atoms()
+    prose = corpus_text("en_dracula.txt", 20000)
+    out = []
+    for _ in range(n):
+        parts = [rnd.choice(atoms) + rnd.choice(["", " ", "\n", "x"]) for _ in range(rnd.randint(1, 40))]
+        if rnd.random() < 0.3:
+            a = rnd.randrange(len(prose) - 300)
+            parts.insert(rnd.randrange(len(parts) + 1), prose[a:a + rnd.randint(1, 300)])
+        out.append("".join(parts))
+    return out
+
+
+def test_recent_pieces_keep_the_reference_ids(pair):
+    enc, ref = pair
+    rnd = random.Random(SEED)
+    texts = _texts(rnd, 400)
+    want = [ref.encode_ordinary(t) for t in texts]
+    for rounds in range(2):                 # the second round meets every piece again, in a warm table
+        for text, ids in zip(texts, want):
+            assert_same_ids(enc.encode_ordinary(text), ids, text, label=f"round {rounds}")
+    # all of them in one text: pieces met earlier in the same call, and in the same batch of pieces
+    joined = "".join(texts)
+    assert_same_ids(enc.encode_ordinary(joined), ref.encode_ordinary(joined), joined, label="joined")
+
+
+def test_padded_look_alikes_in_one_batch(pair):
+    """A piece and the same bytes followed by NULs, side by side within one batch of pieces and at the text's end
+    (the zero padding alone would make their keys equal)."""
+    enc, ref = pair
+    for tail in ["", " \x00", " \x00\x00", "ab", "ab\x00\x00"]:
+        for text in [" \x00 \x00\x00 x \x00\x00 \x00" * 8 + tail, "ab\x00\x00 ab ab\x00 ab" * 9 + tail,
+                     " \x00" * 50 + " " * 3 + tail]:
+            want = ref.encode_ordinary(text)
+            for _ in range(3):
+                assert_same_ids(enc.encode_ordinary(text), want, text)
+
+
+def test_batches_and_threads(pair):
+    """Batches take a pooled scratch per thread (each with its own table); ids as one by one."""
+    enc, ref = pair
+    rnd = random.Random(SEED + 1)
+    texts = _texts(rnd, 300)
+    want = [ref.encode_ordinary(t) for t in texts]
+    for threads in (1, 2, 4):
+        assert enc.encode_ordinary_batch(texts, num_threads=threads) == want
+        ids, offsets = enc.encode_batch_flat(texts, num_threads=threads)
+        assert ids.tolist() == [i for w in want for i in w]
