@@ -2266,9 +2266,10 @@ cdef class FastEncode(CompiledRoute):
 cdef class FastOrdinary(CompiledRoute):
     """`Encoding.encode_ordinary` for tokenizer.json files whose pipeline, on text holding no added
     token, is exactly the compiled encoder (no normalizer, a native pretokenizer): text that holds none of
-    the added tokens' texts by the test of FirstChars goes straight to `plain` (`core.encode_str`, or the
-    same through a prefix cache), text whose only added tokens are those in `split` to
-    `core.encode_str_split`; all else to `slow`."""
+    the strings `tokens` by the test of FirstChars goes straight to `plain` (`core.encode_str`, or the
+    same through a prefix cache), text whose only such strings are the tokens in `split` to
+    `core.encode_str_split`; all else to `slow`.  `tokens`: the added tokens' texts, without the special
+    tokens' where they change nothing when encoded as text (HFPipeline.ordinary_tokens)."""
     cdef object slow
 
     def __init__(self, CoreEncoder core, slow, tokens, *, tuple forms=(), plain=None, split=(), normalize=None,

@@ -106,7 +106,9 @@ class Encoding:
         self._split_all_route = None        # the same for a tokenizer.json file, None where the normal forms change
                                             # the text (FastEncode.split_all)
         self._others_re_cache = {}          # allowed names -> _special_re of the other special tokens
+        self._ordinary_route = None         # a tokenizer.json file's compiled encode_ordinary (FastOrdinary.call)
         self._batch_route = None            # a tokenizer.json file's CompiledRoute for batches (_set_hf_shortcuts)
+        self._ordinary_batch_route = None   # ... and for encode_ordinary_batch
         self._plain = self._core.encode_str
         self._marked = None                 # a SentencePiece-style file's compiled route (set_prefix_cache)
         self.set_prefix_cache(None)
@@ -125,6 +127,7 @@ class Encoding:
         holding no added token (as FirstChars in _encoder tests it) go straight to the compiled encoder
         (through the prefix cache when it is on; SentencePiece-style files, `marked`, to encode_marked)."""
         self._split_all_route = None
+        self._ordinary_route = None
         route = self._hf_route()
         if route is None or self.long_input_split:
             return
@@ -144,16 +147,23 @@ class Encoding:
             normalize = partial(normalize_forms, forms)
         # The routes' `call` methods are bound, not the objects: a method call takes CPython's vectorcall
         # path (FastOrdinary.call).
-        ordinary = FastOrdinary(self._core, self._encode_ordinary_slow, tokens, forms=forms,
+        # Special tokens' texts stay text in encode_ordinary: the route need not look for them (HFPipeline.ordinary_tokens).
+        ordinary_tokens = self._hf.ordinary_tokens(route)
+        if len({t[0] for t in ordinary_tokens}) > 8:
+            ordinary_tokens = tokens
+        ordinary = FastOrdinary(self._core, self._encode_ordinary_slow, ordinary_tokens, forms=forms,
                                 plain=plain, split=names, normalize=normalize, split_plain=split_plain)
-        self.encode_ordinary = ordinary.call
-        # Batches: the texts this route sends plain are the core's encode_str texts, so they may be encoded
-        # together without the GIL (not for SentencePiece-style files, whose plain step writes markers).
-        self._batch_route = None if marked else ordinary
+        self.encode_ordinary = self._ordinary_route = ordinary.call
         fast = FastEncode(self._core, self._encode_full, tokens, plain, forms=forms, split=names,
                           normalize=normalize, post=self._hf.post_process, split_plain=split_plain,
                           split_all_plain=self._split_all)
         self.encode = fast.call
+        # Batches: the texts a route sends plain are the core's encode_str texts, so they may be encoded
+        # together without the GIL (not for SentencePiece-style files, whose plain step writes markers).
+        # encode_ordinary_batch takes encode_ordinary's route; encode_batch takes encode's, which sends text
+        # holding a special token's text one by one (to raise, or to split there, as the policy says).
+        self._ordinary_batch_route = None if marked else ordinary
+        self._batch_route = None if marked else fast
         if self._split_all is not None:
             self._split_all_route = fast.split_all
 
@@ -464,7 +474,12 @@ class Encoding:
         if allowed and (every or others_absent) and self._split_all_route is not None:
             ids = self._split_all_route(text)
         if ids is None:
-            ids = self._hf.encode(text, recognise_special=True if every else (allowed or False))
+            if not allowed:
+                # every special token as text: encode_ordinary's compiled route where the file has one
+                ids = (self._ordinary_route(text) if self._ordinary_route is not None
+                       else self._hf.encode(text, recognise_special=False))
+            else:
+                ids = self._hf.encode(text, recognise_special=True if every else allowed)
         return self._hf.post_process(ids) if add_special_tokens else ids
 
     def count(self, text: str, *, allowed_special: AllowedSpecial = frozenset(),
@@ -658,8 +673,9 @@ class Encoding:
         """[encode_ordinary(t) for t in texts], encoded on `num_threads` threads (None: all cores)."""
         texts = list(texts)
         _check_texts(texts)
-        if self._batch_route is not None and len(texts) >= MIN_PARALLEL_BATCH and not self._needs_cut(texts):
-            return self._route_batch(texts, self.encode_ordinary, None, num_threads)
+        if (self._ordinary_batch_route is not None and len(texts) >= MIN_PARALLEL_BATCH
+                and not self._needs_cut(texts)):
+            return self._route_batch(texts, self.encode_ordinary, None, num_threads, self._ordinary_batch_route)
         if not self._native_plain() or self._needs_cut(texts):
             return self._map(self._encode_plain_cut, texts, num_threads)
         out: List[List[int]] = []
@@ -690,15 +706,16 @@ class Encoding:
                 out[i] = ids
         return out
 
-    def _route_batch(self, texts: list, one, post, num_threads: Optional[int]) -> List[List[int]]:
-        """A tokenizer.json batch: the texts its compiled route sends plain are encoded together by the core (GIL
-        released, threads), then given `post` (the post-processor, or None); every other text goes to `one`."""
+    def _route_batch(self, texts: list, one, post, num_threads: Optional[int], route=None) -> List[List[int]]:
+        """A tokenizer.json batch: the texts the compiled `route` (default: encode's) sends plain are encoded
+        together by the core (GIL released, threads), then given `post` (the post-processor, or None); every
+        other text goes to `one`."""
         def batch(plain_texts):
             chunks = self._chunks(plain_texts, num_threads)
             parts = (_pool_all(self._core.encode_many, chunks) if len(chunks) > 1
                      else [self._core.encode_many(chunks[0])])
             return [post(ids) if post is not None else ids for part in parts for ids in part]
-        return self._mixed_batch(texts, self._batch_route.plain_indices(texts), batch, one)
+        return self._mixed_batch(texts, (route or self._batch_route).plain_indices(texts), batch, one)
 
     def _groups(self, datas: list, num_threads: Optional[int]):
         """(texts, False) runs of ordinary texts and ([text], True) for each text long enough to be cut into

@@ -1029,6 +1029,25 @@ class _SpecialBytes(bytes):
     """Bytes of a special token (skipped by decode(skip_special_tokens=True))."""
 
 
+def _hides(specials, others) -> bool:
+    """Whether, in some text, a match of one of `specials` ((text, normalized) pairs) takes a place that one of
+    `others` would otherwise be found at in the same pass: the other starting inside the special's text (the
+    special is found first, leftmost), or at its start and no longer (leftmost-longest takes the special)."""
+    by_first: Dict[Tuple[str, bool], List[str]] = {}
+    for text, normalized in others:
+        if text:
+            by_first.setdefault((text[0], normalized), []).append(text)
+    for s, normalized in specials:
+        for k in range(len(s)):
+            for o in by_first.get((s[k], normalized), ()):
+                rest = s[k:]
+                if k == 0 and len(o) > len(s):
+                    continue                # the other is longer at the same place: HF finds it, not the special
+                if rest.startswith(o) or o.startswith(rest):
+                    return True
+    return False
+
+
 class HFPipeline:
     """HF's encode and decode for one tokenizer.json (see module docstring)."""
 
@@ -1290,6 +1309,29 @@ class HFPipeline:
         if plan:
             return (texts([(i, t) for i, t in added if t.content in self._special_set]), forms, plan, False)
         return contents, forms, [], False
+
+    def ordinary_tokens(self, route):
+        """The strings that send a text to the Python pipeline when it is encoded with every special token as text
+        (encode_ordinary, encode_special_tokens in HF), for native_route()'s result `route`: its tokens without
+        the special tokens' texts, when that changes no text's ids, else its tokens.
+
+        HF still finds a special token in its leftmost-longest scan and then drops the match, so the special's text
+        stays inside the text around it.  Where the core splits at the non-special tokens (route[2]), that is the
+        same split unless a special's match can hide one of them: the non-special token starting inside the
+        special's text, found in the same pass (raw or normalized), or at the same place and no longer
+        (_hides).  Where it does not split (no plan, or marked files), every non-special token's text sends the
+        text the Python way anyway, so the specials' texts can go."""
+        tokens, forms, split, marked = route
+        norm = self._normalized_cache
+        specials = [(i, t) for i, t in self._added_r.items() if t.content in self._special_set]
+        others = [(i, t) for i, t in self._added_r.items() if t.content not in self._special_set]
+        if split and _hides([(norm.get(i, t.content) if t.normalized else t.content, bool(t.normalized))
+                             for i, t in specials],
+                            [(norm.get(i, t.content) if t.normalized else t.content, bool(t.normalized))
+                             for i, t in others]):
+            return tokens
+        keep = {t.content for _, t in others} | {norm.get(i, t.content) for i, t in others}
+        return [x for x in tokens if x in keep]
 
     def native_route_specials(self):
         """(entries, first_only) for core.set_added_split(entries, specials=True) when every special token is allowed

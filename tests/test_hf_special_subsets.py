@@ -155,3 +155,63 @@ def test_the_two_ends_are_hf_itself(loaded):
         ref.encode_special_tokens = True
         want = ref.encode(text, add_special_tokens=False).ids
         assert_same_ids(enc.encode(text, disallowed_special=()), want, text, label=f"{name} none")
+
+
+def test_special_tokens_as_text_take_the_compiled_route(loaded, monkeypatch):
+    """encode_ordinary, and encode with disallowed_special=() and nothing allowed, encode every special token's text
+    as text (HF's encode_special_tokens).  HF drops such matches without splitting, so the core encodes the text
+    as it encodes text holding no added token (HFPipeline.ordinary_tokens): no Python stage runs, unless a
+    non-special added token the core cannot split is in the text, or the normal forms change it."""
+    name, path, enc = loaded
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ref.encode_special_tokens = True
+    rnd = random.Random(SEED + 3)
+    texts = [t for t in _texts(enc, frozenset(enc.special_tokens), rnd, 150)
+             if _valid(t) and any(s in t for s in enc.special_tokens)]
+    want = {t: ref.encode(t, add_special_tokens=False).ids for t in texts}
+
+    def boom(*a, **k):
+        raise _PythonRouteUsed("the Python pipeline ran")
+    for attr in ("_segments", "_encode_segment", "encode"):
+        monkeypatch.setattr(enc._hf, attr, boom)
+    plain_added = [a for a in enc._hf.added_tokens if a not in enc.special_tokens]
+    compiled = 0
+    for text in texts:
+        try:
+            got = enc.encode_ordinary(text)
+        except _PythonRouteUsed:
+            # only a non-special added token, or text the normal forms change, may need the pipeline
+            assert any(a in text for a in plain_added) or enc._split_all_route(text) is None, (name, text)
+            continue
+        compiled += 1
+        assert_same_ids(got, want[text], text, label=f"{name} encode_ordinary")
+        assert_same_ids(enc.encode(text, disallowed_special=()), want[text], text, label=f"{name} disallowed=()")
+    assert compiled > len(texts) // 3, (name, compiled, len(texts))
+
+
+def test_a_special_token_that_hides_an_added_token_keeps_the_pipeline(tmp_path):
+    """HF finds a special token and drops the match: an added token starting inside it is not found there
+    (`<xy>` hides `y>`).  The compiled split would find it, so such files keep sending text that holds a special
+    token's text the Python way (ctok.hf._hides), and the ids stay HF's."""
+    spec = json.loads(vocab_path("gpt2", "tokenizer.json").read_text(encoding="utf-8"))
+    n = max(spec["model"]["vocab"].values()) + 1
+    spec["added_tokens"] += [
+        {"id": n + 1, "content": "<xy>", "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": True},
+        {"id": n + 2, "content": "y>", "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": False}]
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    enc = ctok.load(str(path))
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ref.encode_special_tokens = True
+    for text in ["a<xy>b", "y> <xy> y>", "<x<xy>", "<xy>y>", "<xyy>", "no tokens here"]:
+        want = ref.encode(text, add_special_tokens=False).ids
+        assert_same_ids(enc.encode_ordinary(text), want, text)
+        assert_same_ids(enc.encode(text, disallowed_special=()), want, text)
+    from ctok.hf import _hides
+    assert _hides([("<xy>", False)], [("y>", False)])
+    assert _hides([("<xy>", False)], [("<x", False)])           # same place, shorter: the special wins
+    assert not _hides([("<x", False)], [("<xy>", False)])       # same place, longer: the other wins
+    assert not _hides([("<xy>", False)], [("y>", True)])        # another pass
+    assert not _hides([("<xy>", False)], [("zz", False)])
