@@ -787,15 +787,34 @@ class Encoding:
         return self._map(one, texts, num_threads)
 
     def _specials_batch(self, texts: list, allowed_special, disallowed_special) -> Optional[List[int]]:
-        """For a batch encoded with every special token allowed (chat templates' outputs): the indices of the
-        texts whose encode() is the core's split at every special token (_split_all), which the batch encodes
-        together with the GIL released (CoreEncoder.encode_many(..., specials=True)); the others go one by one.
+        """For a batch encoded with every special token allowed (chat templates' outputs), or a set of them with the
+        default disallowed_special="all": the indices of the texts whose encode() is the core's split at every
+        special token (_split_all), which the batch encodes together with the GIL released
+        (CoreEncoder.encode_many(..., specials=True)); the others go one by one (and raise there where the policy
+        forbids).  With a set, a text holding none of the other special tokens is such a text (encode, _hf_encode).
         None when this batch cannot go that way: another policy, no such split, texts to cut first (the long-
         input wrappers), too few texts."""
-        if (self._split_all is None or not (isinstance(allowed_special, str) and allowed_special == "all")
-                or not _default_disallowed(disallowed_special) or len(texts) < MIN_PARALLEL_BATCH
-                or self._needs_cut(texts)):
+        every = isinstance(allowed_special, str) and allowed_special == "all"
+        allowed = None
+        if not every and isinstance(allowed_special, (set, frozenset, tuple, list)) and allowed_special \
+                and isinstance(disallowed_special, str) and disallowed_special == "all":
+            allowed = frozenset(allowed_special) & self._special_names
+            if not allowed:
+                return None                     # nothing allowed: encode's plain batch paths
+        if (self._split_all is None or not (allowed is not None or (every and _default_disallowed(disallowed_special)))
+                or len(texts) < MIN_PARALLEL_BATCH or self._needs_cut(texts)):
             return None
+        picked = self._split_all_indices(texts)
+        if picked and allowed is not None and allowed != self._special_names:
+            # Texts that may hold another special token (by their characters: TokenScan), then the search itself.
+            search = self._others_re(allowed).search
+            doubtful = set(self._scan(self._special_names - allowed).holding_indices(texts))
+            picked = [i for i in picked if i not in doubtful or search(texts[i]) is None]
+        return picked
+
+    def _split_all_indices(self, texts: list) -> Optional[List[int]]:
+        """The indices of the texts whose encode() with every special token allowed is the core's split (see
+        _specials_batch), or None."""
         if self._hf is None:
             return list(range(len(texts)))      # lone surrogates become U+FFFD in both, as in tiktoken
         if self._batch_route is not None:

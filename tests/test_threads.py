@@ -297,5 +297,51 @@ def test_template_batches_split_at_specials_natively(source):
 SEED_BATCH = 20261204
 
 
+@pytest.mark.parametrize("source", SPECIALS_BATCH_FILES)
+def test_template_batches_with_a_set_allowed(source):
+    """encode_batch / encode_batch_flat with a set of special tokens allowed (disallowed_special="all"): a text
+    holding none of the others is the core's split at every special token and goes with the batch; one holding
+    another raises, in the batch as one by one.  The per-text ids, in order, for one and two threads."""
+    import numpy as np
+
+    from _shared import TIKTOKEN_FAMILIES, shared_dir
+
+    shared_dir()
+    if source.endswith(".json"):
+        enc = ctok.load(str(vocab_path(*source.split("/"))))
+    else:
+        family = next(f for f in TIKTOKEN_FAMILIES if f.folder == source)
+        enc = ctok.load(str(family.source_file()))
+    rnd = random.Random(SEED_BATCH + 1)
+    names = sorted(enc.special_tokens)
+    allowed = {names[0], names[-1]}
+    others = [n for n in names if n not in allowed]
+    words = [corpus_text(n, 4_000) for n in corpus_names()]
+    texts = []
+    for i in range(80):
+        body = rnd.choice(words)
+        k = rnd.randrange(len(body))
+        parts = [names[0], "user\n", body[k:k + rnd.randint(0, 600)], names[-1], "\n", names[0][:-1]]
+        if others and i % 9 == 0:
+            parts.insert(rnd.randrange(len(parts) + 1), rnd.choice(others))
+        texts.append("".join(parts[:rnd.randint(1, len(parts))]))
+    texts += ["", names[0] * 3, "e\u0301" + names[-1], "\u212b" + names[0]]
+    holding = [t for t in texts if any(o in t for o in others)]
+    good = [t for t in texts if t not in holding]
+    picked = enc._specials_batch(texts, allowed, "all")
+    assert picked is not None and not any(texts[i] in holding for i in picked)
+    assert len(picked) > len(good) // 2
+    per_text = [enc.encode(t, allowed_special=allowed) for t in good]
+    assert per_text == [enc.encode(t, allowed_special="all") for t in good]   # the others absent: the same ids
+    for threads in (1, 2):
+        assert enc.encode_batch(good, num_threads=threads, allowed_special=allowed) == per_text
+        ids, offsets = enc.encode_batch_flat(good, num_threads=threads, allowed_special=frozenset(allowed))
+        assert ids.dtype == np.uint32
+        assert [ids[offsets[i]:offsets[i + 1]].tolist() for i in range(len(good))] == per_text
+        if holding:
+            with pytest.raises(ctok.DisallowedSpecialError):
+                enc.encode_batch(texts, num_threads=threads, allowed_special=allowed)
+
+
 class _S(str):
     pass
