@@ -1261,6 +1261,7 @@ cdef class CoreEncoder:
         cdef Py_ssize_t n = PyBytes_GET_SIZE(data), pos, e
         cdef Span sp = Span()
         cdef BpeScratch sc
+        cdef BpeScratch* scp
         cdef int rc = BPE_OK
         if not span_kind_ok(self.pretok_kind):
             raise ValueError("this encoder's pretokenizer cannot encode a text in parts")
@@ -1270,12 +1271,12 @@ cdef class CoreEncoder:
             start += 1
         sp.start = start
         pos = start
-        scratch_init(&sc)
+        scp = self.take_scratch(&sc)                # a pooled one: its table of recent pieces serves the span
         with nogil:
             sp.rec_pos[0] = pos; sp.rec_ids[0] = 0; sp.n_rec = 1
             while pos < stop and sp.n_rec < SPAN_RECORD:
                 e = next_piece_end(self.pretok_kind, s, n, pos)
-                rc = encode_piece_cached(&self.state, s + pos, e - pos, &sp.ids, &sc)
+                rc = encode_piece_cached(&self.state, s + pos, e - pos, &sp.ids, scp)
                 if rc != BPE_OK:
                     break
                 pos = e
@@ -1283,8 +1284,8 @@ cdef class CoreEncoder:
                 sp.rec_ids[sp.n_rec] = sp.ids.size
                 sp.n_rec += 1
             if rc == BPE_OK and pos < stop:
-                rc = encode_state_span(&self.state, s, n, pos, stop, &sp.ids, &sc, &pos)
-            scratch_free(&sc)
+                rc = encode_state_span(&self.state, s, n, pos, stop, &sp.ids, scp, &pos)
+        self.give_scratch(scp, &sc)
         if rc != BPE_OK:
             raise MemoryError()
         sp.end = pos

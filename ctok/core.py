@@ -753,6 +753,12 @@ class Encoding:
         if self._native_plain() and not add_special_tokens and not allowed_special and not self._needs_cut(texts):
             self._check_no_disallowed(texts, disallowed_special)
             return self.encode_ordinary_batch(texts, num_threads=num_threads)
+        if (self._hf is not None and not allowed_special and not isinstance(disallowed_special, str)
+                and not disallowed_special):
+            # Every special token as text: a tokenizer.json file's encode is then its encode_ordinary (_hf_encode),
+            # whose batch sends text holding special tokens' text to the core too.
+            out = self.encode_ordinary_batch(texts, num_threads=num_threads)
+            return [self._hf.post_process(ids) for ids in out] if add_special_tokens else out
 
         def one(t):
             return self.encode(t, allowed_special=allowed_special, disallowed_special=disallowed_special,
