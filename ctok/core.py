@@ -147,7 +147,8 @@ class Encoding:
             normalize = partial(normalize_forms, forms)
         # The routes' `call` methods are bound, not the objects: a method call takes CPython's vectorcall
         # path (FastOrdinary.call).
-        # Special tokens' texts stay text in encode_ordinary: the route need not look for them (HFPipeline.ordinary_tokens).
+        # Special tokens' texts stay text in encode_ordinary: its route need not look for them
+        # (HFPipeline.ordinary_tokens).
         ordinary_tokens = self._hf.ordinary_tokens(route)
         if len({t[0] for t in ordinary_tokens}) > 8:
             ordinary_tokens = tokens

@@ -64,7 +64,8 @@ def _texts(enc, allowed, rnd, n):
     names = sorted(allowed) + rnd.sample(specials, min(4, len(specials))) + plain_added[:4]
     # look-alikes: each name's first and last characters cut off, glued to neighbours
     atoms = names + [a[:k] for a in names for k in (1, len(a) - 1) if k > 0] + [
-        "hello", " world", "  ", "\n", "\n\n", " ", "123", "'s", "user", "\u00e9", "e\u0301", "中文", "😀", "▁", "x"]
+        "hello", " world", "  ", "\n", "\n\n", " ", "123", "'s", "user", "\u00e9", "e\u0301", "中文", "😀", "▁",
+        "x"]
     prose = [corpus_text(name, 400) for name in corpus_names()]
     out = []
     for _ in range(n):

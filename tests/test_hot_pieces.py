@@ -31,7 +31,8 @@ def _atoms():
     # lengths 13-17 around the 15-byte limit, as words and as runs
     out += [" " + "x" * k for k in range(12, 18)] + ["-" * k for k in range(13, 18)] + [" " * k for k in range(13, 18)]
     # pieces of several ids: rare words, digit groups, punctuation runs
-    out += [" zxqvbnm", " qwrtpsdfg", " Xyzzyplugh", "1234567", "?!?!?!?!", " électricité", " 中文字", "😀😃😄"]
+    out += [" zxqvbnm", " qwrtpsdfg", " Xyzzyplugh", "1234567", "?!?!?!?!", " électricité", " 中文字",
+            "😀😃😄"]
     return out
 
 
