@@ -105,7 +105,7 @@ class Encoding:
         self._split_all = None              # text -> ids, every special token allowed, split by the core
         self._split_all_route = None        # the same for a tokenizer.json file, None where the normal forms change
                                             # the text (FastEncode.split_all)
-        self._others_re_cache = {}          # allowed names -> _special_re of the other special tokens
+        self._others_cache = {}             # allowed names -> the other special tokens' names (_others)
         self._ordinary_route = None         # a tokenizer.json file's compiled encode_ordinary (FastOrdinary.call)
         self._batch_route = None            # a tokenizer.json file's CompiledRoute for batches (_set_hf_shortcuts)
         self._ordinary_batch_route = None   # ... and for encode_ordinary_batch
@@ -257,7 +257,7 @@ class Encoding:
         other.long_input_split = bool(long_input_split)
         other._reload_args = reload_args
         other._special_re_cache = {}
-        other._others_re_cache = {}
+        other._others_cache = {}
         other._special_scans = {}
         if other._native_plain():
             other._plain = other._core.encode_str if other._prefix_cache is None else other._prefix_cache.bind(other._core)
@@ -320,18 +320,16 @@ class Encoding:
             self._special_re_cache[names] = r
         return r
 
-    def _others_re(self, allowed: frozenset):
-        """_special_re of the special tokens not in `allowed`, kept per allowed set: made per call, the difference
-        of DeepSeek-V3's 1,230 names and its hash cost more than encoding a chat template."""
-        try:
-            return self._others_re_cache[allowed]
-        except KeyError:
-            pass
-        r = self._special_re(self._special_names - allowed)
-        if len(self._others_re_cache) > 256:
-            self._others_re_cache.clear()
-        self._others_re_cache[allowed] = r
-        return r
+    def _others(self, allowed: frozenset) -> frozenset:
+        """The special tokens not in `allowed`, one set per allowed set, so that the regex and scan caches keyed on
+        it hash it once: made per call, the difference of DeepSeek-V3's 1,230 names and its hash cost more than
+        encoding a chat template."""
+        others = self._others_cache.get(allowed)
+        if others is None:
+            if len(self._others_cache) > 256:
+                self._others_cache.clear()
+            others = self._others_cache[allowed] = self._special_names - allowed
+        return others
 
     def _check_no_disallowed(self, texts, disallowed_special) -> None:
         """_policy(t, (), disallowed_special) for every text: the sets and the pattern made once."""
@@ -368,7 +366,7 @@ class Encoding:
             # Names that are not special tokens of this encoding are ignored, as tiktoken does.
             allowed = frozenset(allowed_special) & self._special_names
         if disallowed_special == "all":
-            r = None if allowed is self._special_names else self._others_re(allowed)
+            r = None if allowed is self._special_names else self._special_re(self._others(allowed))
         else:
             disallowed = frozenset(disallowed_special)
             r = self._special_re(disallowed) if disallowed else None
@@ -814,8 +812,9 @@ class Encoding:
         picked = self._split_all_indices(texts)
         if picked and allowed is not None and allowed != self._special_names:
             # Texts that may hold another special token (by their characters: TokenScan), then the search itself.
-            search = self._others_re(allowed).search
-            doubtful = set(self._scan(self._special_names - allowed).holding_indices(texts))
+            others = self._others(allowed)
+            search = self._special_re(others).search
+            doubtful = set(self._scan(others).holding_indices(texts))
             picked = [i for i in picked if i not in doubtful or search(texts[i]) is None]
         return picked
 

@@ -1119,18 +1119,20 @@ class HFPipeline:
         return self._vocab.get(s)
 
     # ---- encode ----
-    def _find_added(self, s: str, matcher: _Matcher, skip):
-        """AddedVocabulary::find_matches -> [(start, end, id or None)] (ranges may overlap after rstrip).  `skip`:
-        the special tokens not recognised (their text stays text).  As HF's encode_special_tokens does, a
-        skipped token's match still takes its place in the leftmost-longest scan; it is dropped afterwards."""
+    def _find_added(self, s: str, matcher: _Matcher, recognised):
+        """AddedVocabulary::find_matches -> [(start, end, id or None)] (ranges may overlap after rstrip).
+        `recognised`: None (every special token recognised) or the names of those that are; the others' text
+        stays text.  As HF's encode_special_tokens does, a skipped token's match still takes its place in the
+        leftmost-longest scan; it is dropped afterwards."""
         out = []
         start_offset = 0
         added_r = self._added_r
+        special = self._special_set
         n = len(s)
         for start, stop, matched in matcher.finditer(s):
             tid = matcher.ids[matched]
             tok = added_r[tid]
-            if skip and tok.content in skip:
+            if recognised is not None and tok.content in special and tok.content not in recognised:
                 continue
             if tok.single_word:
                 if start > 0 and _is_word_char(s[start - 1]):
@@ -1153,11 +1155,11 @@ class HFPipeline:
             out.append((start_offset, n, None))
         return out
 
-    def _segments(self, text: str, skip):
-        """-> list of (normalized text, first) or int (an added token id), in order.  skip: as _find_added."""
+    def _segments(self, text: str, recognised):
+        """-> list of (normalized text, first) or int (an added token id), in order.  recognised: as _find_added."""
         if self._raw_matcher is not None and text:
             step1 = []
-            for a, b, tid in self._find_added(text, self._raw_matcher, skip):
+            for a, b, tid in self._find_added(text, self._raw_matcher, recognised):
                 if tid is not None:
                     step1.append(tid)
                 elif b > a:
@@ -1181,7 +1183,7 @@ class HFPipeline:
             if nm is None:
                 out.append((s, first))
                 continue
-            for a, b, tid in self._find_added(s, nm, skip):
+            for a, b, tid in self._find_added(s, nm, recognised):
                 if b <= a:
                     # HF drops empty splits, token or not (a token whose normalized form is empty matches the
                     # empty string everywhere: it splits the text but yields no id)
@@ -1254,13 +1256,9 @@ class HFPipeline:
                     f"text holds a lone surrogate {text[e.start]!r} at index {e.start}; it is not valid Unicode "
                     "text (HF tokenizers refuses it too, with TypeError)") from None
         out: List[int] = []
-        if recognise_special is True:
-            skip = ()
-        elif recognise_special is False:
-            skip = self._special_set
-        else:
-            skip = self._special_set.difference(recognise_special)
-        for seg in self._segments(text, skip):
+        recognised = (None if recognise_special is True else () if recognise_special is False
+                      else recognise_special)
+        for seg in self._segments(text, recognised):
             if isinstance(seg, int):
                 out.append(seg)
             else:
@@ -1321,14 +1319,14 @@ class HFPipeline:
         special's text, found in the same pass (raw or normalized), or at the same place and no longer
         (_hides).  Where it does not split (no plan, or marked files), every non-special token's text sends the
         text the Python way anyway, so the specials' texts can go."""
-        tokens, forms, split, marked = route
+        tokens, split = route[0], route[2]
         norm = self._normalized_cache
+
+        def as_found(pairs):                    # (text matched, normalized pass) of each token
+            return [(norm.get(i, t.content) if t.normalized else t.content, bool(t.normalized)) for i, t in pairs]
         specials = [(i, t) for i, t in self._added_r.items() if t.content in self._special_set]
         others = [(i, t) for i, t in self._added_r.items() if t.content not in self._special_set]
-        if split and _hides([(norm.get(i, t.content) if t.normalized else t.content, bool(t.normalized))
-                             for i, t in specials],
-                            [(norm.get(i, t.content) if t.normalized else t.content, bool(t.normalized))
-                             for i, t in others]):
+        if split and _hides(as_found(specials), as_found(others)):
             return tokens
         keep = {t.content for _, t in others} | {norm.get(i, t.content) for i, t in others}
         return [x for x in tokens if x in keep]

@@ -297,6 +297,19 @@ def write_first_lines(src, dst, n):
 # Comparison with a readable message
 
 
+class PythonPipelineUsed(AssertionError):
+    """Raised by forbid_python_pipeline's stand-ins."""
+
+
+def forbid_python_pipeline(enc, monkeypatch):
+    """Make a tokenizer.json encoding's Python pipeline stages raise PythonPipelineUsed: only the compiled route can
+    still answer."""
+    def boom(*a, **k):
+        raise PythonPipelineUsed("the Python pipeline ran")
+    for name in ("_segments", "_encode_segment", "encode"):
+        monkeypatch.setattr(enc._hf, name, boom)
+
+
 def assert_same_ids(got, expected, text=None, label=""):
     got = list(got)
     expected = list(expected)

@@ -14,7 +14,9 @@ import random
 
 import pytest
 
-from _shared import assert_same_ids, corpus_names, corpus_text, vocab_path
+from _reliability import has_surrogate
+from _shared import (PythonPipelineUsed, assert_same_ids, corpus_names, corpus_text, forbid_python_pipeline,
+                     vocab_path)
 
 ctok = pytest.importorskip("ctok")
 tokenizers = pytest.importorskip("tokenizers")
@@ -31,10 +33,6 @@ FILES = {
     "llama2/tokenizer.json": True,
     "gpt-neox-20b/tokenizer.json": True,
 }
-
-
-class _PythonRouteUsed(AssertionError):
-    pass
 
 
 def _reference(path, allowed):
@@ -76,14 +74,6 @@ def _texts(enc, allowed, rnd, n):
     return out
 
 
-def _valid(text):
-    try:
-        text.encode("utf-8")
-        return True
-    except UnicodeEncodeError:
-        return False
-
-
 @pytest.fixture(scope="module", params=sorted(FILES))
 def loaded(request):
     path = vocab_path(*request.param.split("/"))
@@ -97,7 +87,7 @@ def test_subsets_match_hf_with_the_others_as_text(loaded):
     for allowed in _subsets(enc, rnd):
         ref = _reference(path, allowed)
         for text in _texts(enc, allowed, rnd, 60):
-            if not _valid(text):
+            if has_surrogate(text):
                 continue
             for bos in (False, True):
                 want = ref.encode(text, add_special_tokens=bos).ids
@@ -115,7 +105,7 @@ def test_subsets_raise_on_the_others_and_split_natively(loaded, monkeypatch):
         ref = _reference(path, allowed)
         others = set(enc.special_tokens) - allowed
         for text in _texts(enc, allowed, rnd, 60):
-            if not _valid(text):
+            if has_surrogate(text):
                 continue
             present = [o for o in others if o in text]
             if present:
@@ -128,11 +118,7 @@ def test_subsets_raise_on_the_others_and_split_natively(loaded, monkeypatch):
     if not FILES[name]:
         return
     assert enc._split_all_route is not None
-
-    def boom(*a, **k):
-        raise _PythonRouteUsed("the Python pipeline ran")
-    for attr in ("_segments", "_encode_segment", "encode"):
-        monkeypatch.setattr(enc._hf, attr, boom)
+    forbid_python_pipeline(enc, monkeypatch)
     for allowed, text, want, want_bos in cases:
         if not enc._split_all_route(text) is None:     # text the normal forms change goes the Python way
             assert_same_ids(enc.encode(text, allowed_special=allowed), want, text, label=f"{name} {sorted(allowed)}")
@@ -147,7 +133,7 @@ def test_the_two_ends_are_hf_itself(loaded):
     every = frozenset(enc.special_tokens)
     ref = tokenizers.Tokenizer.from_file(str(path))
     for text in _texts(enc, every, rnd, 40):
-        if not _valid(text):
+        if has_surrogate(text):
             continue
         ref.encode_special_tokens = False
         want = ref.encode(text, add_special_tokens=False).ids
@@ -168,19 +154,15 @@ def test_special_tokens_as_text_take_the_compiled_route(loaded, monkeypatch):
     ref.encode_special_tokens = True
     rnd = random.Random(SEED + 3)
     texts = [t for t in _texts(enc, frozenset(enc.special_tokens), rnd, 150)
-             if _valid(t) and any(s in t for s in enc.special_tokens)]
+             if not has_surrogate(t) and any(s in t for s in enc.special_tokens)]
     want = {t: ref.encode(t, add_special_tokens=False).ids for t in texts}
-
-    def boom(*a, **k):
-        raise _PythonRouteUsed("the Python pipeline ran")
-    for attr in ("_segments", "_encode_segment", "encode"):
-        monkeypatch.setattr(enc._hf, attr, boom)
+    forbid_python_pipeline(enc, monkeypatch)
     plain_added = [a for a in enc._hf.added_tokens if a not in enc.special_tokens]
     compiled = 0
     for text in texts:
         try:
             got = enc.encode_ordinary(text)
-        except _PythonRouteUsed:
+        except PythonPipelineUsed:
             # only a non-special added token, or text the normal forms change, may need the pipeline
             assert any(a in text for a in plain_added) or enc._split_all_route(text) is None, (name, text)
             continue

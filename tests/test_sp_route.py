@@ -12,7 +12,8 @@ import random
 
 import pytest
 
-from _shared import adversarial_strings, assert_same_ids, corpus_texts, vocab_path
+from _reliability import has_surrogate
+from _shared import adversarial_strings, assert_same_ids, corpus_texts, forbid_python_pipeline, vocab_path
 
 ctok = pytest.importorskip("ctok")
 tokenizers = pytest.importorskip("tokenizers")
@@ -63,14 +64,6 @@ def _all_texts():
     return texts
 
 
-def _valid(text):
-    try:
-        text.encode("utf-8")
-        return True
-    except UnicodeEncodeError:
-        return False
-
-
 @pytest.fixture(scope="module", params=FILES)
 def pair(request):
     path = str(vocab_path(*request.param.split("/")))
@@ -84,18 +77,6 @@ def _ref_ids(ref, text, *, special_as_text=True, add_special_tokens=False):
         return ref.encode(text, add_special_tokens=add_special_tokens).ids
     finally:
         ref.encode_special_tokens = False
-
-
-class _PythonRouteUsed(AssertionError):
-    pass
-
-
-def _forbid_python_route(enc, monkeypatch):
-    """Make the HF pipeline's Python stages raise: only the compiled route can still answer."""
-    def boom(*a, **k):
-        raise _PythonRouteUsed("the Python pipeline ran")
-    for name in ("_segments", "_encode_segment", "encode"):
-        monkeypatch.setattr(enc._hf, name, boom)
 
 
 def _holds_added(enc, text):
@@ -115,9 +96,9 @@ def test_the_compiled_route_is_installed(pair):
 def test_ordinary_text_takes_the_compiled_route_and_matches_hf(pair, monkeypatch):
     name, enc, ref = pair
     texts = [t for t in _edge_texts() + _random_texts(random.Random(SEED + 1), 200) + [t for _, t in corpus_texts()]
-             if _valid(t) and not _holds_added(enc, t)]
+             if not has_surrogate(t) and not _holds_added(enc, t)]
     want = [_ref_ids(ref, t) for t in texts]
-    _forbid_python_route(enc, monkeypatch)
+    forbid_python_pipeline(enc, monkeypatch)
     for text, ids in zip(texts, want):
         assert_same_ids(enc.encode_ordinary(text), ids, text, label=f"{name} encode_ordinary")
         assert_same_ids(enc.encode(text), ids, text, label=f"{name} encode")
@@ -127,7 +108,7 @@ def test_ordinary_text_takes_the_compiled_route_and_matches_hf(pair, monkeypatch
 def test_every_text_matches_hf_whatever_its_route(pair):
     name, enc, ref = pair
     for text in _all_texts():
-        if not _valid(text):
+        if has_surrogate(text):
             continue
         want = _ref_ids(ref, text)
         assert_same_ids(enc.encode_ordinary(text), want, text, label=f"{name} encode_ordinary")
@@ -173,10 +154,10 @@ def test_templates_split_at_added_tokens_natively(pair, monkeypatch):
     atoms = added + [a[:k] for a in added for k in (1, len(a) - 1) if k > 0] + PARTS
     texts = ["".join(rnd.choice(atoms) for _ in range(rnd.randint(0, 14))) for _ in range(400)]
     texts += ["<s>", "<s>[INST] hi [/INST]", "<s> [INST] hi [/INST] ok</s>", " <s>", "\u2581<s>\u2581x", "<s>  x"]
-    texts = [t for t in texts if _valid(t)]
+    texts = [t for t in texts if not has_surrogate(t)]
     want = {bos: [_ref_ids(ref, t, special_as_text=False, add_special_tokens=bos) for t in texts]
             for bos in (False, True)}
-    _forbid_python_route(enc, monkeypatch)
+    forbid_python_pipeline(enc, monkeypatch)
     for bos in (False, True):
         for text, ids in zip(texts, want[bos]):
             assert_same_ids(enc.encode(text, allowed_special="all", add_special_tokens=bos), ids, text,
@@ -229,7 +210,7 @@ def test_templates_go_through_their_cache(pair):
 
 
 def _same_as_hf(enc, ref, text, name):
-    if _valid(text):
+    if not has_surrogate(text):
         assert_same_ids(enc.encode(text, allowed_special="all"), _ref_ids(ref, text, special_as_text=False), text,
                         label=f"{name} template through the cache")
 
@@ -263,7 +244,7 @@ def test_the_prefix_cache_serves_the_compiled_route(pair, monkeypatch):
     system = "You are a helpful assistant. " * 40
     texts = [system + q for q in ("What is 2+2?", " leading", "  two", "\u2581marked", "", " ")]
     want = [_ref_ids(ref, t) for t in texts]
-    _forbid_python_route(other, monkeypatch)
+    forbid_python_pipeline(other, monkeypatch)
     for _ in range(2):
         for text, ids in zip(texts, want):
             assert_same_ids(other.encode_ordinary(text), ids, text, label=f"{name} with set_prefix_cache")
@@ -312,7 +293,7 @@ def _check_against_hf(path, *, routed, monkeypatch=None):
     enc = ctok.load(path)
     ref = tokenizers.Tokenizer.from_file(path)
     assert (_route_type(enc, "encode_ordinary") == "FastOrdinary") == routed, path
-    texts = [t for t in _edge_texts() + _random_texts(random.Random(SEED + 2), 150) if _valid(t)]
+    texts = [t for t in _edge_texts() + _random_texts(random.Random(SEED + 2), 150) if not has_surrogate(t)]
     for text in texts:
         want = _ref_ids(ref, text)
         assert_same_ids(enc.encode_ordinary(text), want, text, label=path)
