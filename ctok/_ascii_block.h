@@ -8,8 +8,9 @@
  * and the ends are read off with count-trailing-zeros: no branch depends on a piece's shape.
  *
  * Contract: ctok_o200k_block(w, ends, base, room, slash, contractions, most) reads w[0:64] (the caller
- * guarantees 64 readable bytes of the segment, and that w[0] starts a piece), and writes to ends[0:k]
- * base plus the offsets (1..61, increasing) of the next k <= room piece ends, exactly those the scalar scanner
+ * guarantees 64 readable bytes: the segment's, or its last bytes followed by 0xFF bytes; and that w[0] starts a
+ * piece), and writes to ends[0:k] base plus the offsets (1..61, increasing) of the next k <= room piece ends
+ * (room >= 8; scratch values may follow, up to CTOK_WINDOW_SLACK past room), exactly those the scalar scanner
  * gives; it returns k, which is 0 when the window decides no piece (a byte >= 0x80 early, a long run).
  * `slash`: the punctuation tail is [\r\n/]* (o200k, Tekken), else [\r\n]* (Kimi).  `contractions`:
  * words take (?i:'s|'t|'re|'ve|'m|'ll|'d) (o200k, Kimi).  `most`: digits per piece, 3 or 1 (Tekken).
@@ -198,26 +199,61 @@ static inline uint64_t ctok_after_tail(uint64_t starts, uint64_t punct, uint64_t
     return (starts & ~tail) | ((tail << 1) & ~tail);
 }
 
-/* The window's trusted ends, written to ends[0:k] as base + offset, k <= room: the starts in 1..lim, lim cut back
- * (when cut_space_run, a constant at each call) to the start of a whitespace run that reaches `end` (the window's
- * end or first byte >= 0x80: such a run's split depends on the bytes after it). */
+/* Number of set bits of x (no popcnt instruction is assumed: the build targets plain x86-64). */
+static inline int ctok_bit_count64(uint64_t x) {
+    x = x - ((x >> 1) & 0x5555555555555555ULL);
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+    return (int)((x * 0x0101010101010101ULL) >> 56);
+}
+
+/* CTOK_WINDOW_SLACK: every window function below may write scratch values to ends[k:max(16, room + 8)] besides
+ * its k ends, so callers hand it an array with room + CTOK_WINDOW_SLACK entries.  Why: the ends are written
+ * eight at a time without a test per end; a loop that stops at the window's last start has a trip count that
+ * changes with every window, and its exit mispredicted about once a window (o200k, rst slices: 16.7K of the
+ * scanner's 66K mispredicted branches). */
+#define CTOK_WINDOW_SLACK 16
+
+/* One end per start, in order: ends[i] = base + the offset of the i-th start, for the first `count` starts;
+ * 16 written whatever count is, then eight more while count asks for them.  Past the last start the offset
+ * is 63 (the guard bit, which a start at 63 leaves in place as well): a value in the slack that no caller reads. */
+static inline void ctok_write_ends(uint64_t starts, int count, Py_ssize_t* ends, Py_ssize_t base) {
+    const uint64_t guard = (uint64_t)1 << 63;
+    Py_ssize_t* e = ends;
+    int j;
+    do {
+        for (j = 0; j < 8; j++) {     /* a pointer and constant offsets: no index arithmetic per end */
+            e[j] = base + (Py_ssize_t)(unsigned)CTOK_LOW_BIT64(starts | guard);   /* < max(16, room + 8) */
+            starts &= starts - 1;
+        }
+        e += 8;
+    } while (e < ends + 16 || e < ends + count);
+}
+
+/* The window's trusted ends, written to ends[0:k] as base + offset, k <= room (and scratch past them, up to
+ * CTOK_WINDOW_SLACK past room): the starts in 1..lim, lim cut back (when cut_space_run, a constant at each
+ * call) to the start of a whitespace run that reaches `end` (the window's end or first byte >= 0x80: such a
+ * run's split depends on the bytes after it).  Requires room >= 8. */
 static inline Py_ssize_t ctok_trusted_ends(uint64_t starts, uint64_t space, int end, int lim, int cut_space_run,
                                            Py_ssize_t* ends, Py_ssize_t base, Py_ssize_t room) {
-    Py_ssize_t k = 0;
     uint64_t runs;
-    int a;
-    if (cut_space_run && ((space >> (end - 1)) & 1)) {   /* 1 <= end <= 64: callers return before when lim < 1 */
-        runs = space & ~(space << 1) & ((((uint64_t)2) << (end - 1)) - 1);
-        a = CTOK_HIGH_BIT64(runs);             /* runs != 0: the run holding end - 1 starts at or after 0 */
-        if (a < lim)
-            lim = a;
+    int a, count, cut;
+    if (cut_space_run) {
+        /* Without a branch (whether a window ends in whitespace is data: 4.5K mispredicted branches on rst slices):
+         * a = the start of the run holding end - 1 when that byte is whitespace (then runs != 0). */
+        runs = space & ~(space << 1) & ((((uint64_t)2) << (end - 1)) - 1);   /* 1 <= end <= 64 */
+        a = CTOK_HIGH_BIT64(runs | 1);
+        cut = -(int)(((space >> (end - 1)) & 1) & (uint64_t)(a < lim));
+        lim = (a & cut) | (lim & ~cut);
     }
     starts &= ~(uint64_t)1 & ((((uint64_t)2) << lim) - 1);   /* 0 <= lim <= 63 (2 << 63 is 0: all bits) */
-    while (starts && k < room) {
-        ends[k++] = base + CTOK_LOW_BIT64(starts);
-        starts &= starts - 1;
-    }
-    return k;
+    count = ctok_bit_count64(starts);
+    if (count > room)
+        count = (int)room;                     /* the first `room` starts: written first */
+    /* count < 8 * (rounds) <= count + 7 <= room + 7, or 16 <= room + CTOK_WINDOW_SLACK: inside the caller's
+     * room + CTOK_WINDOW_SLACK entries */
+    ctok_write_ends(starts, count, ends, base);
+    return count;
 }
 
 static inline int ctok_contraction_len(const unsigned char* w, int e) {

@@ -5,9 +5,10 @@
  * here every piece start of the window comes from whole-word bit operations on one bit per byte and class.
  *
  * Contract: ctok_cl100k_block(w, ends, base, room, most) reads w[0:64] (the caller guarantees 64 readable
- * bytes of the segment, and that w[0] starts a piece), and writes to ends[0:k] base plus the offsets
- * (1..63, increasing) of the next k <= room piece ends, exactly those the scalar scanner gives; it returns
- * k, which is 0 when the window decides no piece.  `most`: digits per piece, 3 (cl100k, Llama 3) or 1 (Qwen).
+ * bytes, as for ctok_o200k_block, and that w[0] starts a piece), and writes to ends[0:k] base plus the offsets
+ * (1..63, increasing) of the next k <= room piece ends (scratch past them as ctok_o200k_block's), exactly those
+ * the scalar scanner gives; it returns k, which is 0 when the window decides no piece.  `most`: digits per
+ * piece, 3 (cl100k, Llama 3) or 1 (Qwen).
  *
  * Reference: the patterns in ctok/patterns.py.  The contraction (?i:'s|'t|'re|'ve|'m|'ll|'d) is the first
  * alternative and a piece of its own, wherever a piece starts with an apostrophe (not only after a letter);

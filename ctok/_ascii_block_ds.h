@@ -5,9 +5,9 @@
  * start of 64 bytes comes from whole-word bit operations and the ends from count-trailing-zeros.
  *
  * Contract: ctok_deepseek_block(w, ends, base, room) reads w[0:64] (the caller guarantees 64 readable bytes
- * of the segment, and that w[0] starts a piece), and writes to ends[0:k] base + the offsets (1..62,
- * increasing) of the next k <= room piece ends, exactly those the scalar scanner gives; it returns k, 0 when
- * the window decides no piece (a byte >= 0x80 early, a long run).
+ * as for ctok_o200k_block, and that w[0] starts a piece), and writes to ends[0:k] base + the offsets (1..62,
+ * increasing) of the next k <= room piece ends (scratch past them as ctok_o200k_block's), exactly those the
+ * scalar scanner gives; it returns k, 0 when the window decides no piece (a byte >= 0x80 early, a long run).
  *
  * Reference: HF's Sequence of three Split(isolated) steps, PATTERNS[PRETOK_DEEPSEEK] in ctok/patterns.py:
  * `\p{N}{1,3}`, then CJK runs (no ASCII), then on each segment the previous steps left

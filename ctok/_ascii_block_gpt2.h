@@ -4,10 +4,10 @@
  * scanner (gpt2_ascii, scan_gpt2 in _pretok.pyx) branches on each piece's shape; here every piece start of 64
  * bytes comes from whole-word bit operations and the ends from count-trailing-zeros.
  *
- * Contract: ctok_gpt2_block(w, ends, base, room) reads w[0:64] (the caller guarantees 64 readable bytes of the
- * segment, and that w[0] starts a piece), and writes to ends[0:k] base + the offsets (1..62, increasing) of the
- * next k <= room piece ends, exactly those the scalar scanner gives; it returns k, 0 when the window decides no
- * piece (a byte >= 0x80 early, a long run).
+ * Contract: ctok_gpt2_block(w, ends, base, room) reads w[0:64] (the caller guarantees 64 readable bytes as for
+ * ctok_o200k_block, and that w[0] starts a piece), and writes to ends[0:k] base + the offsets (1..62,
+ * increasing) of the next k <= room piece ends (scratch past them as ctok_o200k_block's), exactly those the
+ * scalar scanner gives; it returns k, 0 when the window decides no piece (a byte >= 0x80 early, a long run).
  *
  * Reference: PATTERNS[PRETOK_GPT2] in ctok/patterns.py (tiktoken's r50k/p50k/gpt2 spelling; HF ByteLevel's
  * `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+` splits the same).  On ASCII

@@ -23,7 +23,7 @@ from ctok._piece_cache cimport (PieceCache, CacheEntry, cache_get, cache_put, ca
 from ctok._bpe cimport (IdVec, BpeScratch, BpeOptions, BPE_OK, BPE_NOMEM, idvec_free, idvec_reserve, idvec_push, scratch_init,
                         scratch_free, bpe_encode_piece, bpe_merge_piece, utf8_len, HotEntry, HOT_BITS, HOT_MAX_PIECE,
                         HOT_MAX_IDS, HOT_CACHED, scratch_hot)
-from ctok._pretok cimport next_piece_end, next_piece_ends, PRETOK_WHOLE
+from ctok._pretok cimport next_piece_end, next_piece_ends, PRETOK_WHOLE, PRETOK_ENDS_SLACK
 from cpython.pycapsule cimport PyCapsule_Destructor
 
 from ctok.errors import UnknownTokenError
@@ -344,7 +344,7 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
     # of code, warm: 199K mispredicted branches against fastokens' 97K for as many instructions; 138K with the
     # table).
     cdef Py_ssize_t k, j, ln
-    cdef Py_ssize_t bounds[PIPELINE + 1]
+    cdef Py_ssize_t bounds[PIPELINE + 1 + PRETOK_ENDS_SLACK]        # next_piece_ends' slack past the batch
     cdef uint64_t heads[PIPELINE]
     cdef uint64_t hashes[PIPELINE]
     cdef int rc

@@ -33,12 +33,16 @@ cdef enum:
     PRETOK_DEEPSEEK = 8   # DeepSeek-V3's HF Sequence of three Split(Isolated) steps, composed
     PRETOK_N_KINDS = 9
 
+cdef enum:
+    PRETOK_ENDS_SLACK = 16    # CTOK_WINDOW_SLACK of _ascii_block.h (_pretok checks at import that they agree)
+
 # s[0:n] is one segment (regex `$` means n). Returns the end of the piece starting at pos; requires 0 <= pos < n;
 # guarantees pos < end <= n.  Pieces are produced by calling again at the returned end, starting at 0.
 cdef Py_ssize_t next_piece_end(int kind, const unsigned char* s, Py_ssize_t n, Py_ssize_t pos) noexcept nogil
 # The next pieces from pos at once: fills ends[0:k] with successive piece ends and returns k, 1 <= k <=
 # max_count (fewer when the text ends, or when a window of ASCII decided a batch with less than 8 ends of room
-# left: the caller asks again from ends[k - 1]).  Requires 0 <= pos < n.
+# left: the caller asks again from ends[k - 1]).  Requires 0 <= pos < n, and ends to hold max_count +
+# PRETOK_ENDS_SLACK entries: windows of ASCII write their ends eight at a time, scratch values past the last.
 cdef Py_ssize_t next_piece_ends(int kind, const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t* ends,
                                 Py_ssize_t max_count) noexcept nogil
 

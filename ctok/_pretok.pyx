@@ -19,6 +19,7 @@ allows, and for the o200k and cl100k families (Kimi, Tekken, Llama 3, Qwen too) 
 (Han, kana, CJK punctuation) with their classes four at a time (_cjk3.h, tests/test_cjk3.py).
 """
 from libc.stdint cimport uint16_t, uint32_t, uint64_t
+from libc.string cimport memcpy, memset
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 
 UNICODE_VERSION = CTOK_UNICODE_VERSION.decode("ascii")
@@ -131,11 +132,17 @@ cdef inline bint is_lower(unsigned char c) noexcept nogil:
 
 
 cdef extern from "_ascii_block.h" nogil:
+    int CTOK_WINDOW_SLACK
     uint64_t ctok_punct_2000[2]
     uint32_t ctok_high32(const unsigned char* w)
     bint ctok_window_worth(const unsigned char* w, uint32_t high)
     Py_ssize_t ctok_o200k_block(const unsigned char* w, Py_ssize_t* ends, Py_ssize_t base, Py_ssize_t room,
                                 int slash, int contractions, int most)
+
+
+# The callers of next_piece_ends size their arrays by the .pxd's constant; the windows write by the header's.
+if PRETOK_ENDS_SLACK != CTOK_WINDOW_SLACK:
+    raise ImportError(f"PRETOK_ENDS_SLACK {PRETOK_ENDS_SLACK} != CTOK_WINDOW_SLACK {CTOK_WINDOW_SLACK}")
 
 
 def _fill_punct_2000():
@@ -905,11 +912,13 @@ cdef Py_ssize_t next_piece_end(int kind, const unsigned char* s, Py_ssize_t n, P
 
 
 cdef inline Py_ssize_t window_ends(int kind, const unsigned char* w, Py_ssize_t* ends, Py_ssize_t base,
-                                   Py_ssize_t room) noexcept nogil:
-    # One 64-byte window's trusted piece ends for kind (w[0:64] in the segment, w[0] a piece start), written to
-    # ends[0:k] as base + offset, k <= room; 0 when the window is not worth classifying (bytes >= 0x80 in its
-    # first 32, but for the o200k family's punctuation of three bytes) or decides no piece.
-    cdef uint32_t high = ctok_high32(w)
+                                   Py_ssize_t room, uint32_t text32) noexcept nogil:
+    # One 64-byte window's trusted piece ends for kind (w[0:64] readable, w[0] a piece start), written to
+    # ends[0:k] as base + offset, k <= room (room >= 8; the window functions may write scratch past them, up to
+    # ends[room + CTOK_WINDOW_SLACK - 1]); 0 when the window is not worth classifying (bytes >= 0x80 in its
+    # first 32, but for the o200k family's punctuation of three bytes) or decides no piece.  text32: the bits of
+    # w[0:32] that are text (all of them but in a text's last window, padded with 0xFF past its end).
+    cdef uint32_t high = ctok_high32(w) & text32
     if kind == PRETOK_O200K or kind == PRETOK_KIMI or kind == PRETOK_TEKKEN:
         if not ctok_window_worth(w, high):
             return 0
@@ -926,6 +935,21 @@ cdef inline Py_ssize_t window_ends(int kind, const unsigned char* w, Py_ssize_t*
     return 0
 
 
+cdef inline const unsigned char* last_window(const unsigned char* s, Py_ssize_t n, Py_ssize_t pos,
+                                             unsigned char* buf) noexcept nogil:
+    # A window for the text's last n - pos < 64 bytes: buf[128] gets them followed by 0xFF bytes, which every
+    # window function takes as a character it does not know, past which it trusts no start (the same rule as
+    # for a character >= 0x80 in the text: the end of the text is decided by the scalar scanner).  Fixed-size
+    # copies when the text has 64 bytes: s[n - 64:n] then 64 bytes of 0xFF, the window starting at pos's copy.
+    memset(buf + 64, 0xFF, 64)
+    if n >= 64:
+        memcpy(buf, s + n - 64, 64)                                    # s[n - 64:n] is the segment's
+        return buf + 64 - (n - pos)                                    # buf[64 - (n - pos):128 - (n - pos)]
+    memset(buf, 0xFF, 64)
+    memcpy(buf, s, n)                                                  # n < 64
+    return buf + pos                                                   # pos < n < 64: w[0:64] inside buf
+
+
 cdef Py_ssize_t next_piece_ends(int kind, const unsigned char* s, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t* ends,
                                 Py_ssize_t max_count) noexcept nogil:
     # Up to max_count successive piece ends from pos, with the kind dispatch outside the loop: callers in
@@ -934,10 +958,27 @@ cdef Py_ssize_t next_piece_ends(int kind, const unsigned char* s, Py_ssize_t n, 
     cdef Py_ssize_t e, e2, got
     cdef bint slash = kind != PRETOK_KIMI, contractions = kind != PRETOK_TEKKEN
     cdef int most = 1 if kind == PRETOK_TEKKEN else 3
+    cdef unsigned char last[128]
+    cdef const unsigned char* w
+    cdef uint32_t text32
+    cdef bint last_done = False
     # Windows of ASCII while they decide pieces (_ascii_block*.h).  A window decides about 13 pieces of English
     # or code, so with less room than 8 the caller asking again costs less than the scalar scanner's pieces.
-    while max_count - k >= 8 and pos + 64 <= n:                          # s[pos:pos + 64] is in the segment
-        got = window_ends(kind, s + pos, ends + k, pos, max_count - k)
+    # The text's last bytes are one padded window (last_window), once per call: its pieces but the last one or
+    # two.  Without it every text's last 64 bytes went to the scalar scanner, a mispredicted branch or two a
+    # piece: chat-sized texts have a tenth of their pieces there.  It needs at least 4 bytes (no window trusts a
+    # start less than 3 bytes before the end).  One call site for both: window_ends is then inlined.
+    while max_count - k >= 8:
+        if pos + 64 <= n:
+            w = s + pos                                                  # s[pos:pos + 64] is in the segment
+            text32 = 0xFFFFFFFF
+        elif not last_done and n - pos >= 4 and kind != PRETOK_WHOLE:
+            w = last_window(s, n, pos, last)
+            text32 = 0xFFFFFFFF if n - pos >= 32 else ((<uint32_t>1 << (n - pos)) - 1)   # a shift below 32
+            last_done = True
+        else:
+            break
+        got = window_ends(kind, w, ends + k, pos, max_count - k, text32)
         if got == 0:
             break
         k += got                                                         # 1 <= got <= max_count - k
@@ -1033,12 +1074,12 @@ def piece_end_batches(int kind, bytes data, Py_ssize_t max_count=16):
     cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(data)
     cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
     cdef Py_ssize_t pos = 0, k, i
-    cdef Py_ssize_t ends[65]
+    cdef Py_ssize_t ends[64 + PRETOK_ENDS_SLACK + 1]           # max_count + the slack, and a canary
     out = []
     while pos < n:
-        ends[max_count] = -7                                   # max_count <= 64: a canary after the batch
+        ends[max_count + PRETOK_ENDS_SLACK] = -7               # max_count <= 64: a canary after the slack
         k = next_piece_ends(kind, s, n, pos, ends, max_count)
-        if k < 1 or k > max_count or ends[max_count] != -7:
+        if k < 1 or k > max_count or ends[max_count + PRETOK_ENDS_SLACK] != -7:
             raise AssertionError(f"next_piece_ends gave {k} ends for max_count {max_count}")
         out.append([ends[i] for i in range(k)])                # i < k <= max_count
         pos = ends[k - 1]                                      # 1 <= k
@@ -1063,7 +1104,7 @@ def count_pieces(int kind, bytes data):
     cdef const unsigned char* s = <const unsigned char*> PyBytes_AS_STRING(data)
     cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
     cdef Py_ssize_t pos = 0, count = 0, k
-    cdef Py_ssize_t ends[16]
+    cdef Py_ssize_t ends[16 + PRETOK_ENDS_SLACK]
     with nogil:
         while pos < n:
             k = next_piece_ends(kind, s, n, pos, ends, 16)     # 1 <= k <= 16

@@ -184,3 +184,39 @@ def test_general_punctuation_windows_are_used():
             "late \u2014 far too late for a walk, and the moon was up over the hills.\n" * 30).encode()
     batches = P.batch_sizes(pt.PRETOK_O200K, data, 16)
     assert sum(b < 16 for b in batches[:-1]) > len(batches) // 2
+
+
+def text_end_cases(rng, snippets, alphabet):
+    """Texts of every length from 1 to 140 bytes (the last window is the whole text below 64 bytes, a copy of its
+    last 64 bytes above), ending in each snippet, in random bytes of the classes and in a character >= 0x80."""
+    texts = []
+    for n in range(1, 141):
+        for s in snippets:
+            texts.append((soup(rng, n, snippets) + s)[-n:])
+        texts.append("".join(rng.choice(alphabet) for _ in range(n)))
+        high = rng.choice(["é", "\u2019", "中", "\u3000"])
+        texts.append(("".join(rng.choice(alphabet) for _ in range(n)) + high)[-n:])
+    return texts
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
+def test_the_text_end(kind):
+    # The text's last bytes are one window padded with 0xFF past the end (next_piece_ends' last_window): it must
+    # trust no start that the end of the text decides (a word, digits, whitespace or a contraction cut by it).
+    rng = random.Random(300 + kind)
+    alphabet = "aAsStTmMdDlLrReEvVxZ" + "0123456789" + "  \n\r\t" + "''//" + ".,;(){}-\"#\x00"
+    texts = text_end_cases(rng, SNIPPETS, alphabet)
+    check(kind, rng.sample(texts, 6000), "text end")
+
+
+def assert_last_window_used(kind):
+    """A text shorter than 64 bytes takes the last window: a batch of 16 ends after the window's pieces (fewer
+    than 8 ends of room left), where the scalar scanner would have given the text's 11 pieces in one batch."""
+    data = b"one two three four five six seven eight nine ten eleven"          # 55 bytes, 11 pieces
+    assert len(P.piece_ends(kind, data)) == 11
+    assert P.batch_sizes(kind, data, 16) == [10, 1]
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
+def test_last_window_is_used(kind):
+    assert_last_window_used(kind)

@@ -117,3 +117,18 @@ def test_long_runs_and_bytes_above_ascii(kind):
 @pytest.mark.parametrize("kind", KINDS, ids=IDS)
 def test_windows_are_used(kind):
     assert_windows_used(kind, b"Pretokenization considers whitespace carefully; extraordinary 42.\n" * 40)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
+def test_the_text_end(kind):
+    # As test_ascii_block.test_the_text_end: the text's last window, padded past the end.
+    from test_ascii_block import text_end_cases
+    rng = random.Random(400 + kind)
+    alphabet = "aAsStTmMdDxZ" + "0123456789" + "  \n\r\t" + "''" + ".,;()-\x00\x01\x7f"
+    check(kind, rng.sample(text_end_cases(rng, SNIPPETS, alphabet), 6000), "text end")
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
+def test_last_window_is_used(kind):
+    from test_ascii_block import assert_last_window_used
+    assert_last_window_used(kind)
