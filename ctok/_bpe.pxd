@@ -80,6 +80,7 @@ cdef struct BpeScratch:
     HotEntry* hot
     const void* hot_owner
     uint64_t hot_cached     # hits on HOT_CACHED entries not yet told to the piece cache (cache_note_hits)
+    Py_ssize_t hot_misses   # pieces of the last batch the table did not answer (encode_state_span's way)
 
 cdef enum:
     BPE_OK = 0

@@ -120,6 +120,7 @@ cdef void scratch_init(BpeScratch* s) noexcept nogil:
     s.hot = NULL
     s.hot_owner = NULL
     s.hot_cached = 0
+    s.hot_misses = 1 << 30                      # no piece answered yet: two passes first
 
 
 cdef extern from *:
@@ -158,6 +159,7 @@ cdef int scratch_hot(BpeScratch* s, const void* owner) noexcept nogil:
             return BPE_NOMEM
     elif s.hot_owner != owner:
         memset(s.hot, 0, size)
+        s.hot_misses = 1 << 30
     s.hot_owner = owner
     return BPE_OK
 

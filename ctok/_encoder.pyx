@@ -332,17 +332,71 @@ cdef inline void hot_put(HotEntry* he, uint64_t k0, uint64_t k1, const uint32_t*
     he.ids[2] = ids[2] if n > 2 else 0
 
 
+cdef inline int piece_long_way(const EncoderState* st, const uint8_t* p, Py_ssize_t ln, uint64_t head, uint64_t h,
+                               Py_ssize_t max_len, IdVec* out, BpeScratch* sc, HotEntry* he, uint64_t k0,
+                               uint64_t k1) noexcept nogil:
+    # A piece p[0:ln] that the table of recent pieces did not answer, appended to out: the token table, then the
+    # piece cache or the merge.  head and h: load_head and hash_bytes of the piece (when ln <= max_len).  he: its
+    # entry in the table, filled here (keyed k0, k1), or NULL.  The caller keeps room for one id in out.
+    cdef const Tables* t = st.tables
+    cdef uint64_t idx
+    cdef const Slot* e
+    cdef bint absent = False
+    cdef Py_ssize_t before, got
+    cdef int rc
+    if ln <= 16:
+        idx = h & t.slot_mask
+        e = &t.slots[idx]                                              # masked to the table size
+        # A free slot has len 0xFFFFFFFF, never equal to ln.  Past 8 bytes the piece's last 8 (inside it: ln > 8)
+        # must be the slot's tail.
+        if e.len == ln and e.head == head and (ln <= 8 or t.slot_tails[idx] == load_tail(p, ln)) and (
+                st.opt.whole_piece_first or (st.self_merges != NULL and st.self_merges[e.id])):
+            out.data[out.size] = e.id                                  # room kept by the caller
+            out.size += 1
+            if he != NULL:
+                hot_put(he, k0, k1, &e.id, 1, 0)
+            return BPE_OK
+        # A free first slot proves the piece is no token (probing would stop there): most pieces that are no
+        # token (the piece cache's hits) need no second lookup.
+        absent = e.id == NO_ID
+    before = out.size
+    if ln <= max_len:
+        rc = encode_piece_hashed(st, p, ln, head, h, out, sc, absent)
+    else:
+        rc = encode_long_piece(st, p, ln, out, sc)                     # longer than any token
+    if rc != BPE_OK:
+        return rc
+    got = out.size - before
+    if he != NULL and 1 <= got <= HOT_MAX_IDS:
+        hot_put(he, k0, k1, out.data + before, got, HOT_CACHED if ln >= 2 else 0)
+    return BPE_OK
+
+
+cdef enum:
+    # encode_state_span takes a batch in one pass when the table of recent pieces answered all but at most
+    # 1/HOT_ONE_PASS of the pieces of the batch before (sc.hot_misses).  In one pass a miss's token-table slot
+    # is not prefetched: with 1/8, first passes over English lost 7-12% (Botchan after Dracula: a pass's misses
+    # are new pieces, their slots not cached); with 1/16 they did not, and warm passes kept their gain.
+    HOT_ONE_PASS = 16
+
+
 cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t n, Py_ssize_t pos,
                            Py_ssize_t stop, IdVec* out, BpeScratch* sc, Py_ssize_t* end) noexcept nogil:
     # The pieces of s[0:n] from pos on, until the first piece boundary at or after stop (a few pieces past
     # it: they are cut a batch at a time, SPAN_PIPELINE when stop < n), which goes to end.  Not for PRETOK_WHOLE.
     # With the scratch's table of recent pieces (BpeScratch.hot), a piece of up to HOT_MAX_PIECE bytes met
     # lately, token or not, is answered by one probe of a table that stays in the second-level cache; the
-    # others take the token table (prefetched a batch at a time) and, if no token, the piece cache or the
-    # merge, and are then put in it.  Why: the long way branches on the piece's length (hashing, the tail
-    # check) and on whether it is a token, and those branches mispredicted (callgrind, 1,000 chat-sized slices
-    # of code, warm: 199K mispredicted branches against fastokens' 97K for as many instructions; 138K with the
-    # table).
+    # others take the token table and, if no token, the piece cache or the merge (piece_long_way), and are
+    # then put in it.  Why: the long way branches on the piece's length (hashing, the tail check) and on
+    # whether it is a token, and those branches mispredicted (callgrind, 1,000 chat-sized slices of code,
+    # warm: 199K mispredicted branches against fastokens' 97K for as many instructions; 138K with the table).
+    # Two ways through a batch:
+    # - one pass, when the table answered nearly every piece of the batch before (warm text): each piece is
+    #   probed and its ids written at once, a miss going the long way on the spot;
+    # - two passes otherwise (text not seen before): every piece probed first, and the token-table slots of
+    #   those it misses prefetched, so that their lookups wait for memory together.
+    # The one pass costs about 30 instructions a piece less (no keys kept between the passes, no second probe)
+    # and one mispredicted branch per miss instead of two.
     cdef Py_ssize_t k, j, ln
     cdef Py_ssize_t bounds[PIPELINE + 1 + PRETOK_ENDS_SLACK]        # next_piece_ends' slack past the batch
     cdef uint64_t heads[PIPELINE]
@@ -352,25 +406,19 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
     cdef const Tables* t = st.tables
     cdef Py_ssize_t max_len = t.max_token_len if t.max_token_len > CACHE_MAX_PIECE else CACHE_MAX_PIECE
     cdef Py_ssize_t batch = PIPELINE if stop >= n else SPAN_PIPELINE
-    cdef const Slot* e
-    cdef bint whole = st.opt.whole_piece_first
-    cdef const uint8_t* self_merges = st.self_merges
     # Locals, not fields: stores into out.data could alias the tables as far as the compiler knows, and
     # it would load every field again after each one.
     cdef const Slot* slots = t.slots
-    cdef const uint64_t* tails = t.slot_tails
     cdef uint64_t slot_mask = t.slot_mask
-    cdef uint64_t idx
-    cdef bint absent
     cdef uint32_t* data
-    cdef Py_ssize_t size, before, got
+    cdef Py_ssize_t size, misses
     # The scratch's table of recent pieces, when its encoder made it for this state (CoreEncoder.take_scratch).
     cdef HotEntry* hot = sc.hot if sc.hot_owner == <const void*>st else NULL
     cdef HotEntry* he
     cdef uint64_t k0s[PIPELINE]
     cdef uint64_t k1s[PIPELINE]
     cdef uint32_t hidx[PIPELINE]
-    cdef uint64_t hits, keyed, w0, w1, k0, k1, hi, cached = 0
+    cdef uint64_t hits, keyed, w0, w1, k0, k1, head, h, cached = 0
     cdef const uint8_t* p
     end[0] = pos
     while pos < stop:
@@ -384,25 +432,70 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
         else:
             k = next_piece_ends(kind, s, n, pos, &bounds[1], batch)      # 1 <= k <= batch <= PIPELINE
             pos = bounds[k]
+        # Room for HOT_MAX_IDS ids per piece of the batch: the table's answers copy that many.
+        if out.size + HOT_MAX_IDS * k > out.cap and idvec_reserve(out, HOT_MAX_IDS * k) != BPE_OK:
+            return BPE_NOMEM
+        data = out.data
+        size = out.size
+        if hot != NULL and sc.hot_misses * HOT_ONE_PASS <= k:
+            misses = 0
+            for j in range(k):
+                ln = bounds[j + 1] - bounds[j]
+                p = s + bounds[j]
+                he = NULL
+                if ln <= HOT_MAX_PIECE and bounds[j] + 16 <= n:
+                    # The key: the piece's bytes zero padded, two fixed loads and masks (no branch on the length,
+                    # which is data), the length in k1's top byte (bytes 15 and on are never the piece's).
+                    memcpy(&w0, p, 8)                                     # bounds[j] + 16 <= n
+                    memcpy(&w1, p + 8, 8)
+                    k0 = w0 & ctok_head_mask[ln if ln < 8 else 8]         # index 1..8
+                    k1 = (w1 & ctok_head_mask[ln - 8 if ln > 8 else 0]) | (<uint64_t>ln << 56)   # index 0..7
+                    he = &hot[hot_index(k0, k1)]                          # < 1 << HOT_BITS
+                    if he.k0 == k0 and he.k1 == k1:
+                        # All HOT_MAX_IDS ids, a fixed copy (room kept for as many per piece to come), n counted.
+                        data[size] = he.ids[0]
+                        data[size + 1] = he.ids[1]
+                        data[size + 2] = he.ids[2]
+                        size += he.n & 0xFF
+                        cached += he.n >> 8                              # HOT_CACHED is 1 << 8
+                        continue
+                misses += 1
+                head = 0
+                h = 0
+                if ln <= max_len:
+                    head = load_head_padded(p, ln) if bounds[j] + 8 <= n else load_head(p, ln)
+                    h = hash_bytes(p, ln, head)
+                out.size = size
+                rc = piece_long_way(st, p, ln, head, h, max_len, out, sc, he, k0, k1)
+                if rc != BPE_OK:
+                    return rc
+                # A piece of more than HOT_MAX_IDS ids took room kept for the pieces after it: keep it again.
+                if out.size - size > HOT_MAX_IDS and out.size + HOT_MAX_IDS * (k - j) > out.cap and (
+                        idvec_reserve(out, HOT_MAX_IDS * (k - j)) != BPE_OK):
+                    return BPE_NOMEM
+                data = out.data                                        # the calls above may have moved it
+                size = out.size
+            out.size = size
+            sc.hot_misses = misses
+            end[0] = pos
+            continue
         # Bit j of keyed: piece j has a key (k0s, k1s, its entry hidx); of hits: its entry held it.
         hits = 0
         keyed = 0
         for j in range(k):
             ln = bounds[j + 1] - bounds[j]
             if hot != NULL and ln <= HOT_MAX_PIECE and bounds[j] + 16 <= n:
-                # The key: the piece's bytes zero padded, two fixed loads and masks (no branch on the length,
-                # which is data), the length in k1's top byte (bytes 15 and on are never the piece's).
                 p = s + bounds[j]
                 memcpy(&w0, p, 8)                                     # bounds[j] + 16 <= n
                 memcpy(&w1, p + 8, 8)
                 k0 = w0 & ctok_head_mask[ln if ln < 8 else 8]         # index 1..8
                 k1 = (w1 & ctok_head_mask[ln - 8 if ln > 8 else 0]) | (<uint64_t>ln << 56)   # index 0..7
-                hi = hot_index(k0, k1)                                # < 1 << HOT_BITS
+                h = hot_index(k0, k1)                                 # < 1 << HOT_BITS
                 k0s[j] = k0
                 k1s[j] = k1
-                hidx[j] = <uint32_t>hi
+                hidx[j] = <uint32_t>h
                 keyed |= (<uint64_t>1) << j                           # j < PIPELINE = 64
-                he = &hot[hi]
+                he = &hot[h]
                 if he.k0 == k0 and he.k1 == k1:
                     hits |= (<uint64_t>1) << j
                     continue
@@ -411,60 +504,35 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
                             else load_head(s + bounds[j], ln))
                 hashes[j] = hash_bytes(s + bounds[j], ln, heads[j])
                 ctok_prefetch(&slots[hashes[j] & slot_mask])          # masked to the table size
-        # Most pieces are a token of at most 16 bytes found at its first probe: answered here, without
-        # a call.  The reserve leaves room for HOT_MAX_IDS ids per piece of this batch still to come.
-        if out.size + HOT_MAX_IDS * k > out.cap and idvec_reserve(out, HOT_MAX_IDS * k) != BPE_OK:
-            return BPE_NOMEM
-        data = out.data
-        size = out.size
+        misses = 0
         for j in range(k):
             ln = bounds[j + 1] - bounds[j]
-            if (hits >> j) & 1:
+            he = NULL
+            if (keyed >> j) & 1:
                 he = &hot[hidx[j]]                                   # hidx[j] < 1 << HOT_BITS
-                # Checked again: a piece of this batch put since may have taken the entry.
-                if he.k0 == k0s[j] and he.k1 == k1s[j]:
-                    # All HOT_MAX_IDS ids, a fixed copy (room kept for as many per piece to come), n counted.
-                    data[size] = he.ids[0]
-                    data[size + 1] = he.ids[1]
-                    data[size + 2] = he.ids[2]
-                    size += he.n & 0xFF
-                    cached += he.n >> 8                              # HOT_CACHED is 1 << 8
-                    continue
-                heads[j] = load_head_padded(s + bounds[j], ln)       # keyed: bounds[j] + 16 <= n
-                hashes[j] = hash_bytes(s + bounds[j], ln, heads[j])
-            absent = False
-            if ln <= 16:
-                idx = hashes[j] & slot_mask
-                e = &slots[idx]                                        # masked to the table size
-                # A free slot has len 0xFFFFFFFF, never equal to ln.  Past 8 bytes the piece's last 8 (inside
-                # it: ln > 8) must be the slot's tail.
-                if e.len == ln and e.head == heads[j] and (ln <= 8 or tails[idx] == load_tail(s + bounds[j], ln)) and (
-                        whole or (self_merges != NULL and self_merges[e.id])):
-                    data[size] = e.id                                  # size < cap: room kept for each piece to come
-                    size += 1
-                    if (keyed >> j) & 1:
-                        hot_put(&hot[hidx[j]], k0s[j], k1s[j], &e.id, 1, 0)
-                    continue
-                # A free first slot proves the piece is no token (probing would stop there): most pieces
-                # that are no token (the piece cache's hits) need no second lookup.
-                absent = e.id == NO_ID
+                # Checked again when it was a hit: a piece of this batch put since may have taken the entry.
+                if (hits >> j) & 1:
+                    if he.k0 == k0s[j] and he.k1 == k1s[j]:
+                        data[size] = he.ids[0]
+                        data[size + 1] = he.ids[1]
+                        data[size + 2] = he.ids[2]
+                        size += he.n & 0xFF
+                        cached += he.n >> 8
+                        continue
+                    heads[j] = load_head_padded(s + bounds[j], ln)   # keyed: bounds[j] + 16 <= n
+                    hashes[j] = hash_bytes(s + bounds[j], ln, heads[j])
+            misses += 1
             out.size = size
-            before = size
-            if ln <= max_len:
-                rc = encode_piece_hashed(st, s + bounds[j], ln, heads[j], hashes[j], out, sc, absent)
-            else:
-                rc = encode_long_piece(st, s + bounds[j], ln, out, sc)          # longer than any token
+            rc = piece_long_way(st, s + bounds[j], ln, heads[j], hashes[j], max_len, out, sc, he, k0s[j], k1s[j])
             if rc != BPE_OK:
                 return rc
-            got = out.size - before
-            if (keyed >> j) & 1 and 1 <= got <= HOT_MAX_IDS:
-                hot_put(&hot[hidx[j]], k0s[j], k1s[j], out.data + before, got, HOT_CACHED if ln >= 2 else 0)
-            # That piece may have taken more than its reserved ids: keep room for the rest.
-            if out.size + HOT_MAX_IDS * (k - j) > out.cap and idvec_reserve(out, HOT_MAX_IDS * (k - j)) != BPE_OK:
+            if out.size - size > HOT_MAX_IDS and out.size + HOT_MAX_IDS * (k - j) > out.cap and (
+                    idvec_reserve(out, HOT_MAX_IDS * (k - j)) != BPE_OK):
                 return BPE_NOMEM
-            data = out.data                                            # the calls above may have moved it
+            data = out.data
             size = out.size
         out.size = size
+        sc.hot_misses = misses
         end[0] = pos
     if cached:
         # The piece cache's hits that this table answered: its growth counts them (cache_note_hits).

@@ -84,3 +84,26 @@ def test_batches_and_threads(pair):
         assert enc.encode_ordinary_batch(texts, num_threads=threads) == want
         ids, offsets = enc.encode_batch_flat(texts, num_threads=threads)
         assert ids.tolist() == [i for w in want for i in w]
+
+
+def test_warm_text_with_a_few_new_pieces(pair):
+    """Warm text (nearly every piece answered by the table, so batches take the one-pass way: each piece probed
+    and written at once) with a new piece every so often: a rare word, a piece longer than 15 bytes or of more
+    than 3 ids, a token not met yet, a piece at the text's end; each miss goes the long way on the spot."""
+    enc, ref = pair
+    rnd = random.Random(SEED + 2)
+    prose = corpus_text("en_dracula.txt", 60000)
+    enc.encode_ordinary(prose)
+    enc.encode_ordinary(prose)                  # the table holds the prose's pieces
+    news = [" zxqvbnm", " Xyzzyplugh", " " + "y" * 20, "-" * 30, " électricité", " 中文字", "1234567",
+            "😀😃😄", " \x00", "ab\x00\x00", " Transylvania", " " * 17]
+    for _ in range(60):
+        a = rnd.randrange(len(prose) - 3000)
+        words = prose[a:a + rnd.randint(200, 3000)].split(" ")
+        for _ in range(rnd.randint(1, 1 + len(words) // 40)):
+            words.insert(rnd.randrange(len(words) + 1), rnd.choice(news).strip(" ") or "\x00")
+        text = " ".join(words) + rnd.choice(["", rnd.choice(news)])
+        assert_same_ids(enc.encode_ordinary(text), ref.encode_ordinary(text), text, label="warm, few new")
+    texts = [prose[a:a + 500] + rnd.choice(news) for a in range(0, 50000, 500)]
+    ids, offsets = enc.encode_batch_flat(texts, num_threads=1)
+    assert ids.tolist() == [i for t in texts for i in ref.encode_ordinary(t)]
