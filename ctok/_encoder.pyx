@@ -315,6 +315,17 @@ cdef int encode_added(const EncoderState* st, const AddedSplit* a, const uint8_t
 cdef extern from "_head_mask.h":
     const uint64_t ctok_head_mask[9]
 
+cdef inline void hot_key(const uint8_t* p, Py_ssize_t ln, uint64_t* k0, uint64_t* k1) noexcept nogil:
+    # The key of the piece p[0:ln] (1 <= ln <= HOT_MAX_PIECE, p[0:16] readable) in BpeScratch.hot: its bytes
+    # zero padded, two fixed loads and masks (no branch on the length, which is data), the length in k1's top
+    # byte (bytes 15 and on are never the piece's).
+    cdef uint64_t w0, w1
+    memcpy(&w0, p, 8)
+    memcpy(&w1, p + 8, 8)
+    k0[0] = w0 & ctok_head_mask[ln if ln < 8 else 8]                  # index 1..8
+    k1[0] = (w1 & ctok_head_mask[ln - 8 if ln > 8 else 0]) | (<uint64_t>ln << 56)   # index 0..7
+
+
 cdef inline uint64_t hot_index(uint64_t k0, uint64_t k1) noexcept nogil:
     # The entry of BpeScratch.hot for a piece's key: both words multiplied in, the top HOT_BITS bits kept.
     return ((k0 ^ (k1 * 0x9E3779B97F4A7C15ULL)) * 0xBF58476D1CE4E5B9ULL) >> (64 - HOT_BITS)
@@ -376,7 +387,9 @@ cdef enum:
     # encode_state_span takes a batch in one pass when the table of recent pieces answered all but at most
     # 1/HOT_ONE_PASS of the pieces of the batch before (sc.hot_misses).  In one pass a miss's token-table slot
     # is not prefetched: with 1/8, first passes over English lost 7-12% (Botchan after Dracula: a pass's misses
-    # are new pieces, their slots not cached); with 1/16 they did not, and warm passes kept their gain.
+    # are new pieces, their slots not cached); with 1/16 they moved within the noise when run alone, and warm
+    # passes kept most of their gain.  Beside the peers' tables (bench/compare.py) code's first pass still read
+    # 0.87x (three runs) for 2% fewer instructions: the misses' slots wait on memory there.
     HOT_ONE_PASS = 16
 
 
@@ -418,7 +431,7 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
     cdef uint64_t k0s[PIPELINE]
     cdef uint64_t k1s[PIPELINE]
     cdef uint32_t hidx[PIPELINE]
-    cdef uint64_t hits, keyed, w0, w1, k0, k1, head, h, cached = 0
+    cdef uint64_t hits, keyed, k0, k1, head, h, cached = 0
     cdef const uint8_t* p
     end[0] = pos
     while pos < stop:
@@ -444,12 +457,7 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
                 p = s + bounds[j]
                 he = NULL
                 if ln <= HOT_MAX_PIECE and bounds[j] + 16 <= n:
-                    # The key: the piece's bytes zero padded, two fixed loads and masks (no branch on the length,
-                    # which is data), the length in k1's top byte (bytes 15 and on are never the piece's).
-                    memcpy(&w0, p, 8)                                     # bounds[j] + 16 <= n
-                    memcpy(&w1, p + 8, 8)
-                    k0 = w0 & ctok_head_mask[ln if ln < 8 else 8]         # index 1..8
-                    k1 = (w1 & ctok_head_mask[ln - 8 if ln > 8 else 0]) | (<uint64_t>ln << 56)   # index 0..7
+                    hot_key(p, ln, &k0, &k1)                              # bounds[j] + 16 <= n
                     he = &hot[hot_index(k0, k1)]                          # < 1 << HOT_BITS
                     if he.k0 == k0 and he.k1 == k1:
                         # All HOT_MAX_IDS ids, a fixed copy (room kept for as many per piece to come), n counted.
@@ -485,11 +493,7 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
         for j in range(k):
             ln = bounds[j + 1] - bounds[j]
             if hot != NULL and ln <= HOT_MAX_PIECE and bounds[j] + 16 <= n:
-                p = s + bounds[j]
-                memcpy(&w0, p, 8)                                     # bounds[j] + 16 <= n
-                memcpy(&w1, p + 8, 8)
-                k0 = w0 & ctok_head_mask[ln if ln < 8 else 8]         # index 1..8
-                k1 = (w1 & ctok_head_mask[ln - 8 if ln > 8 else 0]) | (<uint64_t>ln << 56)   # index 0..7
+                hot_key(s + bounds[j], ln, &k0, &k1)                  # bounds[j] + 16 <= n
                 h = hot_index(k0, k1)                                 # < 1 << HOT_BITS
                 k0s[j] = k0
                 k1s[j] = k1
