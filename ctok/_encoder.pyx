@@ -343,34 +343,32 @@ cdef inline void hot_put(HotEntry* he, uint64_t k0, uint64_t k1, const uint32_t*
     he.ids[2] = ids[2] if n > 2 else 0
 
 
-cdef inline int piece_long_way(const EncoderState* st, const uint8_t* p, Py_ssize_t ln, uint64_t head, uint64_t h,
-                               Py_ssize_t max_len, IdVec* out, BpeScratch* sc, HotEntry* he, uint64_t k0,
-                               uint64_t k1) noexcept nogil:
-    # A piece p[0:ln] that the table of recent pieces did not answer, appended to out: the token table, then the
-    # piece cache or the merge.  head and h: load_head and hash_bytes of the piece (when ln <= max_len).  he: its
-    # entry in the table, filled here (keyed k0, k1), or NULL.  The caller keeps room for one id in out.
-    cdef const Tables* t = st.tables
-    cdef uint64_t idx
-    cdef const Slot* e
-    cdef bint absent = False
-    cdef Py_ssize_t before, got
+cdef inline uint32_t slot_token(const Slot* slots, const uint64_t* tails, uint64_t slot_mask, const uint8_t* p,
+                               Py_ssize_t ln, uint64_t head, uint64_t h, bint whole, const uint8_t* self_merges,
+                               bint* absent) noexcept nogil:
+    # The token the piece p[0:ln] is (ln <= 16; head and h: its load_head and hash_bytes), found at its first
+    # slot, when the piece encodes to it alone (whole: the file's rule; else self_merges); else NO_ID, and
+    # absent[0] True when that slot is free, which proves the piece is no token (probing would stop there): most
+    # pieces that are no token (the piece cache's hits) need no second lookup.  The tables are the caller's
+    # locals: stores into the output could alias their fields as far as the compiler knows (no strict aliasing).
+    cdef uint64_t idx = h & slot_mask
+    cdef const Slot* e = &slots[idx]                                   # masked to the table size
+    # A free slot has len 0xFFFFFFFF, never equal to ln.  Past 8 bytes the piece's last 8 (inside it: ln > 8)
+    # must be the slot's tail.
+    if e.len == ln and e.head == head and (ln <= 8 or tails[idx] == load_tail(p, ln)) and (
+            whole or (self_merges != NULL and self_merges[e.id])):
+        return e.id
+    absent[0] = e.id == NO_ID
+    return NO_ID
+
+
+cdef inline int piece_merged(const EncoderState* st, const uint8_t* p, Py_ssize_t ln, uint64_t head, uint64_t h,
+                             Py_ssize_t max_len, IdVec* out, BpeScratch* sc, HotEntry* he, uint64_t k0,
+                             uint64_t k1, bint absent) noexcept nogil:
+    # A piece that is no token of its own (slot_token), appended to out: the piece cache or the merge, then put
+    # in its entry he of the table of recent pieces (keyed k0, k1), when not NULL.
+    cdef Py_ssize_t before = out.size, got
     cdef int rc
-    if ln <= 16:
-        idx = h & t.slot_mask
-        e = &t.slots[idx]                                              # masked to the table size
-        # A free slot has len 0xFFFFFFFF, never equal to ln.  Past 8 bytes the piece's last 8 (inside it: ln > 8)
-        # must be the slot's tail.
-        if e.len == ln and e.head == head and (ln <= 8 or t.slot_tails[idx] == load_tail(p, ln)) and (
-                st.opt.whole_piece_first or (st.self_merges != NULL and st.self_merges[e.id])):
-            out.data[out.size] = e.id                                  # room kept by the caller
-            out.size += 1
-            if he != NULL:
-                hot_put(he, k0, k1, &e.id, 1, 0)
-            return BPE_OK
-        # A free first slot proves the piece is no token (probing would stop there): most pieces that are no
-        # token (the piece cache's hits) need no second lookup.
-        absent = e.id == NO_ID
-    before = out.size
     if ln <= max_len:
         rc = encode_piece_hashed(st, p, ln, head, h, out, sc, absent)
     else:
@@ -399,8 +397,8 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
     # it: they are cut a batch at a time, SPAN_PIPELINE when stop < n), which goes to end.  Not for PRETOK_WHOLE.
     # With the scratch's table of recent pieces (BpeScratch.hot), a piece of up to HOT_MAX_PIECE bytes met
     # lately, token or not, is answered by one probe of a table that stays in the second-level cache; the
-    # others take the token table and, if no token, the piece cache or the merge (piece_long_way), and are
-    # then put in it.  Why: the long way branches on the piece's length (hashing, the tail check) and on
+    # others take the token table (slot_token) and, if no token, the piece cache or the merge (piece_merged),
+    # and are then put in it.  Why: the long way branches on the piece's length (hashing, the tail check) and on
     # whether it is a token, and those branches mispredicted (callgrind, 1,000 chat-sized slices of code,
     # warm: 199K mispredicted branches against fastokens' 97K for as many instructions; 138K with the table).
     # Two ways through a batch:
@@ -422,7 +420,12 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
     # Locals, not fields: stores into out.data could alias the tables as far as the compiler knows, and
     # it would load every field again after each one.
     cdef const Slot* slots = t.slots
+    cdef const uint64_t* tails = t.slot_tails
     cdef uint64_t slot_mask = t.slot_mask
+    cdef bint whole = st.opt.whole_piece_first
+    cdef const uint8_t* self_merges = st.self_merges
+    cdef bint absent
+    cdef uint32_t tid
     cdef uint32_t* data
     cdef Py_ssize_t size, misses
     # The scratch's table of recent pieces, when its encoder made it for this state (CoreEncoder.take_scratch).
@@ -473,8 +476,17 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
                 if ln <= max_len:
                     head = load_head_padded(p, ln) if bounds[j] + 8 <= n else load_head(p, ln)
                     h = hash_bytes(p, ln, head)
+                absent = False
+                if ln <= 16:
+                    tid = slot_token(slots, tails, slot_mask, p, ln, head, h, whole, self_merges, &absent)
+                    if tid != NO_ID:
+                        data[size] = tid                               # room kept for each piece to come
+                        size += 1
+                        if he != NULL:
+                            hot_put(he, k0, k1, &tid, 1, 0)
+                        continue
                 out.size = size
-                rc = piece_long_way(st, p, ln, head, h, max_len, out, sc, he, k0, k1)
+                rc = piece_merged(st, p, ln, head, h, max_len, out, sc, he, k0, k1, absent)
                 if rc != BPE_OK:
                     return rc
                 # A piece of more than HOT_MAX_IDS ids took room kept for the pieces after it: keep it again.
@@ -526,8 +538,18 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
                     heads[j] = load_head_padded(s + bounds[j], ln)   # keyed: bounds[j] + 16 <= n
                     hashes[j] = hash_bytes(s + bounds[j], ln, heads[j])
             misses += 1
+            absent = False
+            if ln <= 16:
+                tid = slot_token(slots, tails, slot_mask, s + bounds[j], ln, heads[j], hashes[j], whole, self_merges,
+                                 &absent)
+                if tid != NO_ID:
+                    data[size] = tid                                   # room kept for each piece to come
+                    size += 1
+                    if he != NULL:
+                        hot_put(he, k0s[j], k1s[j], &tid, 1, 0)
+                    continue
             out.size = size
-            rc = piece_long_way(st, s + bounds[j], ln, heads[j], hashes[j], max_len, out, sc, he, k0s[j], k1s[j])
+            rc = piece_merged(st, s + bounds[j], ln, heads[j], hashes[j], max_len, out, sc, he, k0s[j], k1s[j], absent)
             if rc != BPE_OK:
                 return rc
             if out.size - size > HOT_MAX_IDS and out.size + HOT_MAX_IDS * (k - j) > out.cap and (
