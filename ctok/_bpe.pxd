@@ -34,6 +34,7 @@ cdef enum:
     HOT_MAX_PIECE = 15          # pieces of up to this many bytes ...
     HOT_MAX_IDS = 3             # ... that encode to at most this many ids
     HOT_CACHED = 0x100          # HotEntry.n: the piece came from (or went to) the piece cache
+    HOT_MISSES_UNSEEN = 1 << 30 # BpeScratch.hot_misses of a table that has answered nothing yet
 
 cdef struct HotEntry:
     # One piece and its ids (BpeScratch.hot).  The piece's bytes are its key, zero padded: k0 holds bytes 0-7,

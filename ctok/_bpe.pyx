@@ -120,7 +120,7 @@ cdef void scratch_init(BpeScratch* s) noexcept nogil:
     s.hot = NULL
     s.hot_owner = NULL
     s.hot_cached = 0
-    s.hot_misses = 1 << 30                      # no piece answered yet: two passes first
+    s.hot_misses = HOT_MISSES_UNSEEN            # two passes first
 
 
 cdef extern from *:
@@ -159,7 +159,7 @@ cdef int scratch_hot(BpeScratch* s, const void* owner) noexcept nogil:
             return BPE_NOMEM
     elif s.hot_owner != owner:
         memset(s.hot, 0, size)
-        s.hot_misses = 1 << 30
+        s.hot_misses = HOT_MISSES_UNSEEN
     s.hot_owner = owner
     return BPE_OK
 

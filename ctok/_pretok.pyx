@@ -972,7 +972,7 @@ cdef Py_ssize_t next_piece_ends(int kind, const unsigned char* s, Py_ssize_t n, 
         if pos + 64 <= n:
             w = s + pos                                                  # s[pos:pos + 64] is in the segment
             text32 = 0xFFFFFFFF
-        elif not last_done and n - pos >= 4 and kind != PRETOK_WHOLE:
+        elif not last_done and n - pos >= 4:
             w = last_window(s, n, pos, last)
             text32 = 0xFFFFFFFF if n - pos >= 32 else ((<uint32_t>1 << (n - pos)) - 1)   # a shift below 32
             last_done = True
