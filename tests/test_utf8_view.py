@@ -71,3 +71,31 @@ def test_utf8_already_made_by_cpython_is_used_as_is(pair):
     ctypes.pythonapi.PyUnicode_AsUTF8AndSize.argtypes = [ctypes.py_object, ctypes.c_void_p]
     ctypes.pythonapi.PyUnicode_AsUTF8AndSize(text, None)
     assert_same_ids(enc.encode_ordinary(text), ref.encode_ordinary(text), text)
+
+
+def _every_code_point(kind):
+    """Every code point a str of this storage kind can hold beside ASCII (no surrogate), as one list."""
+    if kind == "latin1":
+        return [chr(c) for c in range(0x80, 0x100)]
+    if kind == "bmp":
+        return [chr(c) for c in range(0x80, 0x10000) if not 0xD800 <= c < 0xE000]
+    # astral: one in every 61 beside each UTF-8 length's edges (all of them would be 1.1M code points)
+    return [chr(c) for c in list(range(0x10000, 0x110000, 61)) + [0x7F, 0x80, 0x7FF, 0x800, 0xFFFF, 0x10000,
+                                                                  0x10FFFF]]
+
+
+@pytest.mark.parametrize("kind", ["latin1", "bmp", "astral"])
+@pytest.mark.parametrize("ascii_share", [0.0, 0.3])
+def test_every_code_point_converts_exactly(pair, kind, ascii_share):
+    # Non-ASCII blocks are converted a code point at a time without branches on its length (a word of up to
+    # four bytes stored whole, the end advanced by the length): every length next to every other, at every
+    # place of a block, must give str.encode's bytes (the round trip) and tiktoken's ids.
+    enc, ref = pair
+    rnd = random.Random(hash((kind, ascii_share)) & 0xFFFF)
+    chars = _every_code_point(kind)
+    rnd.shuffle(chars)
+    text = "".join(c if rnd.random() >= ascii_share else rnd.choice("a ,\n") + c for c in chars)
+    text = text + "x" * max(0, 2048 - len(text))       # long enough for ctok's own conversion
+    ids = enc.encode_ordinary(text)
+    assert enc.decode_bytes(ids) == text.encode("utf-8")
+    assert_same_ids(ids, ref.encode_ordinary(text), text)
