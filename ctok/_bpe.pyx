@@ -13,7 +13,8 @@ from libc.string cimport memmove, memcpy, memcmp, memset
 from ctok._vocab cimport (Vocab, Tables, NO_ID, tables_lookup, tables_pair, bit_at, seam_index, SEAM_START_SHORT,
                          char_pair_index, CHAR_PAIRS, SEAM_START_LONG, SEAM_END_SHORT, SEAM_END_LONG, CP_SEVERAL, CP_NONE, CP_ID_MASK,
                          CP_SUFFIX_RISK, CP_PREFIX_RISK, SEAM_PRE_START, SEAM_PRE_END, SEAM_PRE_ANY,
-                         BYTE_CTX_LEFT, BYTE_CTX_RIGHT, load_head_padded, hash_bytes)
+                         BYTE_CTX_LEFT, BYTE_CTX_RIGHT, load_head_padded, hash_bytes, load_head,
+                         load_tail)
 
 cdef enum:
     # Pieces with at most this many initial symbols use the linear scan.
@@ -365,16 +366,21 @@ cdef inline bint pair_first(const Tables* vocab, const uint8_t* s, Py_ssize_t n,
 
 
 cdef inline bint all_ascii(const uint8_t* s, Py_ssize_t n) noexcept nogil:
-    # No byte >= 0x80 in s[0:n], 8 bytes a step.
-    cdef uint64_t acc = 0, w
-    cdef Py_ssize_t i = 0
+    # No byte >= 0x80 in s[0:n].  The first 8 bytes first: a piece of Japanese or Chinese fails there at once.
+    # The loop over a piece's whole length, then its tail byte by byte, changed trip count with every piece
+    # and mispredicted its exits 67K times in a Japanese first pass (callgrind, o200k: of 882K).
+    cdef uint64_t acc, w
+    cdef Py_ssize_t i = 8
+    if n < 8:
+        return (load_head(s, n) & 0x8080808080808080ULL) == 0
+    memcpy(&acc, s, 8)                                      # n >= 8
+    if acc & 0x8080808080808080ULL:
+        return False
     while i + 8 <= n:
         memcpy(&w, s + i, 8)                                # i + 8 <= n
         acc |= w
         i += 8
-    while i < n:
-        acc |= s[i]                                         # i < n
-        i += 1
+    acc |= load_tail(s, n)                                  # the last 8 bytes (n >= 8), overlapping those above
     return (acc & 0x8080808080808080ULL) == 0
 
 
