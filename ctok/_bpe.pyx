@@ -688,11 +688,17 @@ cdef Py_ssize_t merge_linear(const Tables* vocab, BpeScratch* sc, Py_ssize_t m,
             for i in range(best + 1, m - 2):
                 keys[i] = keys[i + 1]
         m -= 1
+        if m > 1:
+            # The pairs on either side of the merged symbol, looked up without a branch on where it sits:
+            # at the left end (best 0) the left pair's place becomes the right pair's, at the right end (best
+            # m - 1) the right pair's becomes the left pair's, and that pair is looked up twice (the memo
+            # answers the second).  `if best > 0` and `if best < m - 1` mispredicted 4 times a new English
+            # piece (callgrind, Dracula's 3,764 merged pieces of o200k: 15.7K of 99.5K).
+            i = best - (best > 0)                   # best - 1, or 0 when best is 0 (then 0 < m - 1)
+            t = best - (best == m - 1)              # best, or best - 1 when best is the last (then best >= 1)
+            keys[i] = memo_key(vocab, sc, ids[i], ids[i + 1])       # i + 1 < m
+            keys[t] = memo_key(vocab, sc, ids[t], ids[t + 1])       # t + 1 < m
         keys[m - 1] = KEY_NONE                      # past the last pair now (the m > 16 shift leaves a stale key)
-        if best > 0:
-            keys[best - 1] = memo_key(vocab, sc, ids[best - 1], ids[best])
-        if best < m - 1:
-            keys[best] = memo_key(vocab, sc, ids[best], ids[best + 1])
     return m
 
 
