@@ -94,6 +94,21 @@ cdef uint64_t BMP2_UPLO[32]
 ctok_bmp2_fill(BMP2_L, CT_L, CT_L)
 ctok_bmp2_fill(BMP2_LO, CT_LO | CT_HAN, CT_LO)
 ctok_bmp2_fill(BMP2_UPLO, CT_UP | CT_LO | CT_HAN, CT_UP | CT_LO)
+# o200k's 2-byte letters of one class only: LO and not UP (lowercase: Cyrillic, Greek, Armenian...), UP and not
+# LO (their capitals), for scan_o200k_like's shortcut.
+cdef uint64_t BMP2_LO_ONLY[32]
+cdef uint64_t BMP2_UP_ONLY[32]
+ctok_bmp2_fill(BMP2_LO_ONLY, CT_UP | CT_LO | CT_HAN, CT_LO)
+ctok_bmp2_fill(BMP2_UP_ONLY, CT_UP | CT_LO | CT_HAN, CT_UP)
+
+
+cdef inline bint bmp2_at(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, const uint64_t* bits) noexcept nogil:
+    """The character at i is a 2-byte one whose bit is set in bits (a ctok_bmp2_fill set)."""
+    cdef uint32_t cp
+    if i + 2 > n or (s[i] & 0xE0) != 0xC0 or (s[i + 1] & 0xC0) != 0x80:  # i + 2 <= n checked first
+        return False
+    cp = ((<uint32_t>s[i] & 0x1F) << 6) | (s[i + 1] & 0x3F)  # < 0x800: cp >> 6 < 32
+    return (bits[cp >> 6] >> (cp & 63)) & 1
 
 
 cdef inline Py_ssize_t run_of_after(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, Py_ssize_t k,
@@ -412,7 +427,7 @@ cdef Py_ssize_t scan_o200k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_t
     #   UP = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], LO = [\p{Ll}\p{Lm}\p{Lo}\p{M}]
     # tekken: no contractions, \p{N}.  kimi: [\p{Han}]+ first, UP and LO && [^\p{Han}], [\r\n]* after punctuation.
     cdef uint16_t f, f2 = 0, upmask = CT_UP, lomask = CT_LO
-    cdef Py_ssize_t k, k2 = 0, e, q, p = pos
+    cdef Py_ssize_t k, k2 = 0, e, q, r, p = pos
     cdef bint prefix
     if kind == PRETOK_KIMI:
         lomask = CT_LO | CT_HAN
@@ -427,6 +442,21 @@ cdef Py_ssize_t scan_o200k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_t
         e = lower_run(s, n, q + 1, lomask)
     elif is_alpha(s[q]) and q + 1 < n and is_lower(s[q + 1]):  # q + 1 < n checked before reading
         e = lower_run(s, n, q + 2, lomask)
+    elif bmp2_at(s, n, q, BMP2_LO_ONLY):
+        # The same for 2-byte letters (Cyrillic, Greek...): a lowercase one at q, or a capital followed by a
+        # lowercase one (UP* takes the capital and stops: a lowercase letter is no UP), then LO+ from there.
+        # The general way below decodes the prefix and the letter, and runs o200k_alt1's loop: in Russian text
+        # it cost about 200 instructions a word.
+        e = run_of_after(s, n, q + 2, 2, lomask, CT_LO, NULL, BMP2_LO)
+    elif bmp2_at(s, n, q, BMP2_UP_ONLY) and bmp2_at(s, n, q + 2, BMP2_LO_ONLY):
+        e = run_of_after(s, n, q + 4, 2, lomask, CT_LO, NULL, BMP2_LO)
+    elif bmp2_at(s, n, q, BMP2_UPLO):
+        # 2-byte letters of both classes (Lo, Lm and marks: Arabic, Hebrew, Syriac, Thaana...): UP* takes their
+        # whole run and gives its last character back to LO+, when the run ends at the text's end or at ASCII
+        # that is no letter (neither UP nor LO); else the general way below.
+        r = ctok_bmp2_run(s, n, q + 2, BMP2_UPLO)
+        if r >= n or (s[r] < 0x80 and not is_alpha(s[r])):  # r < n checked first
+            e = r
     if e >= 0:
         if kind != PRETOK_TEKKEN:
             e = contraction(s, n, e, True)
