@@ -352,9 +352,14 @@ cdef Py_ssize_t scan_cl100k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_
     # fast path: an ASCII letter, or an ASCII prefix of [^\r\n\p{L}\p{N}] and an ASCII letter
     if is_alpha(s[pos]):  # pos < n
         return letter_run(s, n, pos + 1)
-    if (s[pos] < 0x80 and not (ctok_ascii_flags[s[pos]] & (CT_L | CT_N | CT_CRLF))  # s[pos] < 128
-            and pos + 1 < n and is_alpha(s[pos + 1])):  # pos + 1 < n checked before reading
-        return letter_run(s, n, pos + 2)
+    if s[pos] < 0x80 and not (ctok_ascii_flags[s[pos]] & (CT_L | CT_N | CT_CRLF)) and pos + 1 < n:  # s[pos] < 128
+        if is_alpha(s[pos + 1]):  # pos + 1 < n
+            return letter_run(s, n, pos + 2)
+        # The same for a 2-byte letter (Cyrillic, Greek, Arabic...), without decoding the prefix and the letter.
+        if bmp2_at(s, n, pos + 1, BMP2_L):
+            return run_of_after(s, n, pos + 3, 2, CT_L, CT_L, BMP3_L, BMP2_L)
+    elif bmp2_at(s, n, pos, BMP2_L):
+        return run_of_after(s, n, pos + 2, 2, CT_L, CT_L, BMP3_L, BMP2_L)
     k = ctok_char(s, n, pos, &f)  # pos < n by contract
     if f & CT_L:
         return run_of_after(s, n, pos + k, k, CT_L, CT_L, BMP3_L, BMP2_L)
