@@ -573,24 +573,36 @@ cdef int encode_piece_hashed(const EncoderState* st, const uint8_t* p, Py_ssize_
     # encode_piece_cached for a piece whose hash_bytes the caller computed (the piece cache keys on it too).
     # absent: the caller knows the piece is no token.
     cdef uint32_t tid
+    cdef bint probed = False
     if not absent and (st.opt.whole_piece_first or st.self_merges != NULL):
+        # A piece of more than 16 bytes is seldom a token: the piece cache first, whose hit spares the token
+        # table's probe (a cache miss in warm text: the table of recent pieces takes pieces of up to 15 bytes
+        # only, and Russian has 12% of its pieces above that, Chinese 40%).  Exact where pieces are never cut:
+        # every entry is then some piece's own encoding (encode_merged stores pieces only, after this check),
+        # which this check would give again.  Parts (cut_bits: only with the two kinds below, see __init__ and
+        # _set_cuts) store their bytes' BPE, which for a token's bytes need not be that token.
+        if (n > 16 and n <= CACHE_MAX_PIECE and st.pretok_kind != PRETOK_MARKER_WORDS
+                and st.pretok_kind != PRETOK_WHOLE and st.cache.table != NULL):
+            if cache_get(&st.cache, p, n, h | 1, out):
+                return BPE_OK
+            probed = True
         tid = tables_lookup_hashed(st.tables, p, n, head, h)
         if tid != NO_ID and (st.opt.whole_piece_first or st.self_merges[tid]):
             return idvec_push(out, tid)                  # (without the rule: merging its bytes would rebuild it)
-    return encode_merged(st, p, n, h, out, sc, True)
+    return encode_merged(st, p, n, h, out, sc, True, probed)
 
 
 cdef int encode_merged(const EncoderState* st, const uint8_t* p, Py_ssize_t n, uint64_t h, IdVec* out,
-                       BpeScratch* sc, bint cut) noexcept nogil:
+                       BpeScratch* sc, bint cut, bint probed=False) noexcept nogil:
     # BPE of p[0:n] through the piece cache (h: its hash_bytes).  cut: a piece, whose parts (encode_parts)
     # are tried on a miss; the whole piece's ids are then stored, so that a piece seen again costs one
-    # lookup however many parts it has.
+    # lookup however many parts it has.  probed: the caller asked the cache already, and it missed.
     cdef Py_ssize_t before, c
     cdef int rc
     if st.cache.table == NULL or n < 2 or n > CACHE_MAX_PIECE:      # NULL only when off (growth swaps one table for another)
         return encode_long_piece(st, p, n, out, sc) if cut else bpe_merge_piece(st.tables, &st.opt, p, n, out, sc)
     h |= 1                                                # never 0, the empty-entry mark
-    if cache_get(&st.cache, p, n, h, out):
+    if not probed and cache_get(&st.cache, p, n, h, out):
         return BPE_OK
     before = out.size
     c = next_cut(st, p, 0, n) if cut and st.cut_bits != NULL else n

@@ -107,3 +107,51 @@ def test_warm_text_with_a_few_new_pieces(pair):
     texts = [prose[a:a + 500] + rnd.choice(news) for a in range(0, 50000, 500)]
     ids, offsets = enc.encode_batch_flat(texts, num_threads=1)
     assert ids.tolist() == [i for t in texts for i in ref.encode_ordinary(t)]
+
+
+def _long_piece_text(rnd, long_tokens):
+    """Pieces of 17-48 bytes, met again and again: Russian and Greek words, long English and code words, long
+    punctuation runs, and pieces of that length that are themselves tokens."""
+    words = [" достопримечательность", " человеколюбие", " Благословенный", " προσωπικότητα", " internationalization",
+             " counterproductive", "_initialize_components", " electroencephalography", "=" * 20, "-" * 33,
+             " " + "ж" * 12, "…" * 6]
+    words += long_tokens
+    return "".join(rnd.choice(words) + rnd.choice(["", " и", ",", "\n", " the"]) for _ in range(3000))
+
+
+@pytest.mark.parametrize("family", ["o200k", "cl100k", "llama3-hf", "qwen3", "gpt2"])
+def test_long_pieces_again(family):
+    """A piece of more than 16 bytes met again is answered by the piece cache before the token table is asked
+    (_encoder.encode_piece_hashed): the ids of a first and of later passes, and of pieces that are tokens of that
+    length, must be the reference's, for rank files (whole pieces first) and tokenizer.json files (with and
+    without ignore_merges)."""
+    rnd = random.Random(SEED + 3)
+    if family in ("o200k", "cl100k"):
+        name = family + "_base"
+        ref, _ = tiktoken_reference(name)
+        enc = ctok.load(str(vocab_path(name, name + ".tiktoken")))
+        want = ref.encode_ordinary
+        eligible = [b.decode() for b in ref.token_byte_values() if 17 <= len(b) <= 48 and b.isascii()]
+        long_tokens = eligible[::max(1, len(eligible) // 40)][:40]
+    else:
+        tokenizers = pytest.importorskip("tokenizers")
+        path = str(vocab_path(family, "tokenizer.json"))
+        hf = tokenizers.Tokenizer.from_file(path)
+        enc = ctok.load(path)
+        want = lambda t: hf.encode(t, add_special_tokens=False).ids      # noqa: E731
+        added = hf.get_added_tokens_decoder()
+        eligible = [text for text in (hf.decode([tid]) for tid in sorted(hf.get_vocab().values()) if tid not in added)
+                    if 17 <= len(text.encode()) <= 48 and text.isascii()]
+        long_tokens = eligible[::max(1, len(eligible) // 40)][:40]
+    assert long_tokens
+    text = _long_piece_text(rnd, long_tokens)
+    expected = want(text)
+    enc.set_prefix_cache(0)                 # every call encodes its pieces; ctok.load may share this object
+    try:
+        for rounds in range(3):
+            assert_same_ids(enc.encode_ordinary(text), expected, text, label=f"{family} round {rounds}")
+        # the pieces alone, each its own call (a text of one piece), after the cache holds them
+        for piece in sorted(set(long_tokens))[:40]:
+            assert_same_ids(enc.encode_ordinary(piece), want(piece), piece, label=f"{family} alone")
+    finally:
+        enc.set_prefix_cache(None)          # back to the default for the tests that share it
