@@ -18,6 +18,9 @@
 #include <string.h>
 #include <Python.h>
 #include "_unicode_tables.h"
+#if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__))
+#include <emmintrin.h>
+#endif
 
 #define CTOK_BMP_WORDS 1024                 /* 0x10000 / 64 */
 
@@ -75,6 +78,42 @@ static inline Py_ssize_t ctok_bmp2_run(const unsigned char* s, Py_ssize_t n, Py_
         i += 2;
     }
     return i;
+}
+
+/* ctok_bmp2_run for a set that holds the code points [lo_a, lo_a + len_a) and [lo_b, lo_b + len_b) (the
+ * lowercase letters of the Cyrillic and Greek blocks, say): 8 characters a step are checked at once against the
+ * two ranges (SSE2), and ctok_bmp2_run goes on from the first that is not in them.  Why: a word's letters end at
+ * a different count in every word, and the one-character loop mispredicted its exit about once a word (Russian,
+ * o200k: 115K of a warm pass's 306K); a word of up to 8 letters in the ranges now ends at a count read from a
+ * mask.  The ranges must lie inside the set: a character they take is one the loop would take. */
+static inline Py_ssize_t ctok_bmp2_run_ranges(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, const uint64_t* bits,
+                                              int lo_a, int len_a, int lo_b, int len_b) {
+#if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__))
+    const __m128i low8 = _mm_set1_epi16(0x00FF), ones = _mm_set1_epi16(-1);
+    while (i + 16 <= n) {
+        __m128i v = _mm_loadu_si128((const __m128i*)(s + i));          /* s[i:i+16]: i + 16 <= n */
+        /* Little-endian 16-bit lanes: a character's lead byte low, its continuation high. */
+        __m128i lead = _mm_and_si128(v, low8), cont = _mm_srli_epi16(v, 8);
+        __m128i shape = _mm_and_si128(
+            _mm_cmpeq_epi16(_mm_and_si128(lead, _mm_set1_epi16(0xE0)), _mm_set1_epi16(0xC0)),
+            _mm_cmpeq_epi16(_mm_and_si128(cont, _mm_set1_epi16(0xC0)), _mm_set1_epi16(0x80)));
+        __m128i cp = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(lead, _mm_set1_epi16(0x1F)), 6),
+                                  _mm_and_si128(cont, _mm_set1_epi16(0x3F)));      /* < 0x800 */
+        __m128i xa = _mm_sub_epi16(cp, _mm_set1_epi16((short)lo_a)), xb = _mm_sub_epi16(cp, _mm_set1_epi16((short)lo_b));
+        /* 0 <= x < len, in signed lanes: cp < 0x800 and the ranges lie below it, so x cannot wrap */
+        __m128i in_a = _mm_and_si128(_mm_cmpgt_epi16(xa, ones), _mm_cmplt_epi16(xa, _mm_set1_epi16((short)len_a)));
+        __m128i in_b = _mm_and_si128(_mm_cmpgt_epi16(xb, ones), _mm_cmplt_epi16(xb, _mm_set1_epi16((short)len_b)));
+        unsigned ok = (unsigned)_mm_movemask_epi8(_mm_and_si128(shape, _mm_or_si128(in_a, in_b)));
+        if (ok != 0xFFFFu) {
+            i += __builtin_ctz(~ok) & ~1;          /* 2 bytes per character in the ranges before the first not */
+            break;
+        }
+        i += 16;
+    }
+#else
+    (void)lo_a; (void)len_a; (void)lo_b; (void)len_b;
+#endif
+    return ctok_bmp2_run(s, n, i, bits);
 }
 
 static void ctok_bmp2_fill(uint64_t* bits, uint16_t mask, uint16_t val) {

@@ -64,6 +64,8 @@ cdef extern from "_bmp_run.h" nogil:
     Py_ssize_t ctok_bmp3_run(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, const uint64_t* bits)
     void ctok_bmp3_fill(uint64_t* bits, uint16_t mask, uint16_t val)
     Py_ssize_t ctok_bmp2_run(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, const uint64_t* bits)
+    Py_ssize_t ctok_bmp2_run_ranges(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, const uint64_t* bits,
+                                    int lo_a, int len_a, int lo_b, int len_b)
     void ctok_bmp2_fill(uint64_t* bits, uint16_t mask, uint16_t val)
     void ctok_bmp3_fill_any(uint64_t* bits, uint16_t any, uint16_t none, uint16_t must)
     void ctok_bmp2_fill_any(uint64_t* bits, uint16_t any, uint16_t none, uint16_t must)
@@ -100,6 +102,33 @@ cdef uint64_t BMP2_LO_ONLY[32]
 cdef uint64_t BMP2_UP_ONLY[32]
 ctok_bmp2_fill(BMP2_LO_ONLY, CT_UP | CT_LO | CT_HAN, CT_LO)
 ctok_bmp2_fill(BMP2_UP_ONLY, CT_UP | CT_LO | CT_HAN, CT_UP)
+
+# Ranges of code points that ctok_bmp2_run_ranges checks 8 characters at a time before the sets' own loop: the
+# lowercase letters of the Cyrillic and Greek blocks (o200k's LO), and those blocks' letters of both cases
+# (\p{L}, cl100k's letter runs).  Each range must lie inside its set: checked here, once.
+cdef enum:
+    LO_RANGE_A = 0x430      # а..я ѐ..џ
+    LO_LEN_A = 0x30
+    LO_RANGE_B = 0x3AC      # ά..ώ
+    LO_LEN_B = 0x23
+    L_RANGE_A = 0x400       # Ѐ..џ
+    L_LEN_A = 0x60
+    L_RANGE_B = 0x3A3       # Σ..ώ
+    L_LEN_B = 0x2C
+
+
+def _check_ranges():
+    cdef uint32_t cp
+    cdef const uint64_t* bits
+    for lo, ln, letters in ((LO_RANGE_A, LO_LEN_A, False), (LO_RANGE_B, LO_LEN_B, False),
+                            (L_RANGE_A, L_LEN_A, True), (L_RANGE_B, L_LEN_B, True)):
+        bits = &BMP2_L[0] if letters else &BMP2_LO[0]
+        for cp in range(lo, lo + ln):
+            if not (bits[cp >> 6] >> (cp & 63)) & 1:
+                raise ImportError(f"U+{cp:04X} is in a 2-byte run range but not in the {'L' if letters else 'LO'} set")
+
+
+_check_ranges()
 
 
 cdef inline bint bmp2_at(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, const uint64_t* bits) noexcept nogil:
@@ -357,9 +386,11 @@ cdef Py_ssize_t scan_cl100k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_
             return letter_run(s, n, pos + 2)
         # The same for a 2-byte letter (Cyrillic, Greek, Arabic...), without decoding the prefix and the letter.
         if bmp2_at(s, n, pos + 1, BMP2_L):
-            return run_of_after(s, n, pos + 3, 2, CT_L, CT_L, BMP3_L, BMP2_L)
+            return run_of(s, n, ctok_bmp2_run_ranges(s, n, pos + 3, BMP2_L, L_RANGE_A, L_LEN_A, L_RANGE_B, L_LEN_B),
+                          CT_L, CT_L)
     elif bmp2_at(s, n, pos, BMP2_L):
-        return run_of_after(s, n, pos + 2, 2, CT_L, CT_L, BMP3_L, BMP2_L)
+        return run_of(s, n, ctok_bmp2_run_ranges(s, n, pos + 2, BMP2_L, L_RANGE_A, L_LEN_A, L_RANGE_B, L_LEN_B),
+                      CT_L, CT_L)
     k = ctok_char(s, n, pos, &f)  # pos < n by contract
     if f & CT_L:
         return run_of_after(s, n, pos + k, k, CT_L, CT_L, BMP3_L, BMP2_L)
@@ -452,9 +483,11 @@ cdef Py_ssize_t scan_o200k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_t
         # lowercase one (UP* takes the capital and stops: a lowercase letter is no UP), then LO+ from there.
         # The general way below decodes the prefix and the letter, and runs o200k_alt1's loop: in Russian text
         # it cost about 200 instructions a word.
-        e = run_of_after(s, n, q + 2, 2, lomask, CT_LO, NULL, BMP2_LO)
+        e = run_of(s, n, ctok_bmp2_run_ranges(s, n, q + 2, BMP2_LO, LO_RANGE_A, LO_LEN_A, LO_RANGE_B, LO_LEN_B),
+                   lomask, CT_LO)
     elif bmp2_at(s, n, q, BMP2_UP_ONLY) and bmp2_at(s, n, q + 2, BMP2_LO_ONLY):
-        e = run_of_after(s, n, q + 4, 2, lomask, CT_LO, NULL, BMP2_LO)
+        e = run_of(s, n, ctok_bmp2_run_ranges(s, n, q + 4, BMP2_LO, LO_RANGE_A, LO_LEN_A, LO_RANGE_B, LO_LEN_B),
+                   lomask, CT_LO)
     elif bmp2_at(s, n, q, BMP2_UPLO):
         # 2-byte letters of both classes (Lo, Lm and marks: Arabic, Hebrew, Syriac, Thaana...): UP* takes their
         # whole run and gives its last character back to LO+, when the run ends at the text's end or at ASCII
