@@ -104,8 +104,9 @@ ctok_bmp2_fill(BMP2_LO_ONLY, CT_UP | CT_LO | CT_HAN, CT_LO)
 ctok_bmp2_fill(BMP2_UP_ONLY, CT_UP | CT_LO | CT_HAN, CT_UP)
 
 # Ranges of code points that ctok_bmp2_run_ranges checks 8 characters at a time before the sets' own loop: the
-# lowercase letters of the Cyrillic and Greek blocks (o200k's LO), and those blocks' letters of both cases
-# (\p{L}, cl100k's letter runs).  Each range must lie inside its set: checked here, once.
+# lowercase letters of the Cyrillic and Greek blocks (o200k's LO), those blocks' letters of both cases (\p{L},
+# cl100k's letter runs), and Arabic and Hebrew (o200k's letters of both classes).  Each range must lie inside its
+# set: checked here, once.
 cdef enum:
     LO_RANGE_A = 0x430      # а..я ѐ..џ
     LO_LEN_A = 0x30
@@ -115,17 +116,22 @@ cdef enum:
     L_LEN_A = 0x60
     L_RANGE_B = 0x3A3       # Σ..ώ
     L_LEN_B = 0x2C
+    UPLO_RANGE_A = 0x620    # Arabic letters, tatweel and harakat (Lo, Lm, Mn: o200k's UP and LO both)
+    UPLO_LEN_A = 0x40
+    UPLO_RANGE_B = 0x5D0    # Hebrew letters
+    UPLO_LEN_B = 0x1B
 
 
 def _check_ranges():
     cdef uint32_t cp
     cdef const uint64_t* bits
-    for lo, ln, letters in ((LO_RANGE_A, LO_LEN_A, False), (LO_RANGE_B, LO_LEN_B, False),
-                            (L_RANGE_A, L_LEN_A, True), (L_RANGE_B, L_LEN_B, True)):
-        bits = &BMP2_L[0] if letters else &BMP2_LO[0]
+    for lo, ln, name in ((LO_RANGE_A, LO_LEN_A, "LO"), (LO_RANGE_B, LO_LEN_B, "LO"), (L_RANGE_A, L_LEN_A, "L"),
+                         (L_RANGE_B, L_LEN_B, "L"), (UPLO_RANGE_A, UPLO_LEN_A, "UPLO"),
+                         (UPLO_RANGE_B, UPLO_LEN_B, "UPLO")):
+        bits = &BMP2_L[0] if name == "L" else &BMP2_LO[0] if name == "LO" else &BMP2_UPLO[0]
         for cp in range(lo, lo + ln):
             if not (bits[cp >> 6] >> (cp & 63)) & 1:
-                raise ImportError(f"U+{cp:04X} is in a 2-byte run range but not in the {'L' if letters else 'LO'} set")
+                raise ImportError(f"U+{cp:04X} is in a 2-byte run range but not in the {name} set")
 
 
 _check_ranges()
@@ -492,7 +498,7 @@ cdef Py_ssize_t scan_o200k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_t
         # 2-byte letters of both classes (Lo, Lm and marks: Arabic, Hebrew, Syriac, Thaana...): UP* takes their
         # whole run and gives its last character back to LO+, when the run ends at the text's end or at ASCII
         # that is no letter (neither UP nor LO); else the general way below.
-        r = ctok_bmp2_run(s, n, q + 2, BMP2_UPLO)
+        r = ctok_bmp2_run_ranges(s, n, q + 2, BMP2_UPLO, UPLO_RANGE_A, UPLO_LEN_A, UPLO_RANGE_B, UPLO_LEN_B)
         if r >= n or (s[r] < 0x80 and not is_alpha(s[r])):  # r < n checked first
             e = r
     if e >= 0:
