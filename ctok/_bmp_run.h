@@ -80,14 +80,15 @@ static inline Py_ssize_t ctok_bmp2_run(const unsigned char* s, Py_ssize_t n, Py_
     return i;
 }
 
-/* ctok_bmp2_run for a set that holds the code points [lo_a, lo_a + len_a) and [lo_b, lo_b + len_b) (the
- * lowercase letters of the Cyrillic and Greek blocks, say): 8 characters a step are checked at once against the
- * two ranges (SSE2), and ctok_bmp2_run goes on from the first that is not in them.  Why: a word's letters end at
- * a different count in every word, and the one-character loop mispredicted its exit about once a word (Russian,
- * o200k: 115K of a warm pass's 306K); a word of up to 8 letters in the ranges now ends at a count read from a
- * mask.  The ranges must lie inside the set: a character they take is one the loop would take. */
+/* ctok_bmp2_run for a set that holds the code points [lo_a, lo_a + len_a), [lo_b, lo_b + len_b) and [lo_c,
+ * lo_c + len_c) (the Cyrillic, Greek and Arabic letters, say; the third range may be empty):
+ * 8 characters a step are checked at once against the three ranges (SSE2), and ctok_bmp2_run goes on from the
+ * first that is not in them.  Why: a word's letters end at a different count in every word, and the
+ * one-character loop mispredicted its exit about once a word (Russian, o200k: 115K of a warm pass's 306K); a
+ * word of up to 8 letters in the ranges now ends at a count read from a mask.  The ranges must lie inside the
+ * set: a character they take is one the loop would take. */
 static inline Py_ssize_t ctok_bmp2_run_ranges(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, const uint64_t* bits,
-                                              int lo_a, int len_a, int lo_b, int len_b) {
+                                              int lo_a, int len_a, int lo_b, int len_b, int lo_c, int len_c) {
 #if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__))
     const __m128i low8 = _mm_set1_epi16(0x00FF), ones = _mm_set1_epi16(-1);
     while (i + 16 <= n) {
@@ -103,7 +104,13 @@ static inline Py_ssize_t ctok_bmp2_run_ranges(const unsigned char* s, Py_ssize_t
         /* 0 <= x < len, in signed lanes: cp < 0x800 and the ranges lie below it, so x cannot wrap */
         __m128i in_a = _mm_and_si128(_mm_cmpgt_epi16(xa, ones), _mm_cmplt_epi16(xa, _mm_set1_epi16((short)len_a)));
         __m128i in_b = _mm_and_si128(_mm_cmpgt_epi16(xb, ones), _mm_cmplt_epi16(xb, _mm_set1_epi16((short)len_b)));
-        unsigned ok = (unsigned)_mm_movemask_epi8(_mm_and_si128(shape, _mm_or_si128(in_a, in_b)));
+        __m128i in = _mm_or_si128(in_a, in_b);
+        unsigned ok;
+        if (len_c > 0) {                            /* a constant where inlined: no test for the two-range callers */
+            __m128i xc = _mm_sub_epi16(cp, _mm_set1_epi16((short)lo_c));
+            in = _mm_or_si128(in, _mm_and_si128(_mm_cmpgt_epi16(xc, ones), _mm_cmplt_epi16(xc, _mm_set1_epi16((short)len_c))));
+        }
+        ok = (unsigned)_mm_movemask_epi8(_mm_and_si128(shape, in));
         if (ok != 0xFFFFu) {
             i += __builtin_ctz(~ok) & ~1;          /* 2 bytes per character in the ranges before the first not */
             break;
@@ -111,7 +118,7 @@ static inline Py_ssize_t ctok_bmp2_run_ranges(const unsigned char* s, Py_ssize_t
         i += 16;
     }
 #else
-    (void)lo_a; (void)len_a; (void)lo_b; (void)len_b;
+    (void)lo_a; (void)len_a; (void)lo_b; (void)len_b; (void)lo_c; (void)len_c;
 #endif
     return ctok_bmp2_run(s, n, i, bits);
 }

@@ -65,7 +65,7 @@ cdef extern from "_bmp_run.h" nogil:
     void ctok_bmp3_fill(uint64_t* bits, uint16_t mask, uint16_t val)
     Py_ssize_t ctok_bmp2_run(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, const uint64_t* bits)
     Py_ssize_t ctok_bmp2_run_ranges(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, const uint64_t* bits,
-                                    int lo_a, int len_a, int lo_b, int len_b)
+                                    int lo_a, int len_a, int lo_b, int len_b, int lo_c, int len_c)
     void ctok_bmp2_fill(uint64_t* bits, uint16_t mask, uint16_t val)
     void ctok_bmp3_fill_any(uint64_t* bits, uint16_t any, uint16_t none, uint16_t must)
     void ctok_bmp2_fill_any(uint64_t* bits, uint16_t any, uint16_t none, uint16_t must)
@@ -104,8 +104,9 @@ ctok_bmp2_fill(BMP2_LO_ONLY, CT_UP | CT_LO | CT_HAN, CT_LO)
 ctok_bmp2_fill(BMP2_UP_ONLY, CT_UP | CT_LO | CT_HAN, CT_UP)
 
 # Ranges of code points that ctok_bmp2_run_ranges checks 8 characters at a time before the sets' own loop: the
-# lowercase letters of the Cyrillic and Greek blocks (o200k's LO), those blocks' letters of both cases (\p{L},
-# cl100k's letter runs), and Arabic and Hebrew (o200k's letters of both classes).  Each range must lie inside its
+# lowercase letters of the Cyrillic and Greek blocks (o200k's LO), the Cyrillic and Greek letters of
+# both cases and the Arabic letters (\p{L}, cl100k's letter runs), and Arabic and Hebrew (o200k's letters of both
+# classes).  Each range must lie inside its
 # set: checked here, once.
 cdef enum:
     LO_RANGE_A = 0x430      # а..я ѐ..џ
@@ -120,14 +121,18 @@ cdef enum:
     UPLO_LEN_A = 0x40
     UPLO_RANGE_B = 0x5D0    # Hebrew letters
     UPLO_LEN_B = 0x1B
+    L_RANGE_C = 0x620       # Arabic letters and tatweel (no harakat: they are marks, no \p{L})
+    L_LEN_C = 0x2B
+    NO_RANGE = 0
+    NO_LEN = 0
 
 
 def _check_ranges():
     cdef uint32_t cp
     cdef const uint64_t* bits
-    for lo, ln, name in ((LO_RANGE_A, LO_LEN_A, "LO"), (LO_RANGE_B, LO_LEN_B, "LO"), (L_RANGE_A, L_LEN_A, "L"),
-                         (L_RANGE_B, L_LEN_B, "L"), (UPLO_RANGE_A, UPLO_LEN_A, "UPLO"),
-                         (UPLO_RANGE_B, UPLO_LEN_B, "UPLO")):
+    for lo, ln, name in ((LO_RANGE_A, LO_LEN_A, "LO"), (LO_RANGE_B, LO_LEN_B, "LO"),
+                         (L_RANGE_A, L_LEN_A, "L"), (L_RANGE_B, L_LEN_B, "L"), (L_RANGE_C, L_LEN_C, "L"),
+                         (UPLO_RANGE_A, UPLO_LEN_A, "UPLO"), (UPLO_RANGE_B, UPLO_LEN_B, "UPLO")):
         bits = &BMP2_L[0] if name == "L" else &BMP2_LO[0] if name == "LO" else &BMP2_UPLO[0]
         for cp in range(lo, lo + ln):
             if not (bits[cp >> 6] >> (cp & 63)) & 1:
@@ -392,10 +397,12 @@ cdef Py_ssize_t scan_cl100k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_
             return letter_run(s, n, pos + 2)
         # The same for a 2-byte letter (Cyrillic, Greek, Arabic...), without decoding the prefix and the letter.
         if bmp2_at(s, n, pos + 1, BMP2_L):
-            return run_of(s, n, ctok_bmp2_run_ranges(s, n, pos + 3, BMP2_L, L_RANGE_A, L_LEN_A, L_RANGE_B, L_LEN_B),
+            return run_of(s, n, ctok_bmp2_run_ranges(s, n, pos + 3, BMP2_L, L_RANGE_A, L_LEN_A, L_RANGE_B, L_LEN_B,
+                                                     L_RANGE_C, L_LEN_C),
                           CT_L, CT_L)
     elif bmp2_at(s, n, pos, BMP2_L):
-        return run_of(s, n, ctok_bmp2_run_ranges(s, n, pos + 2, BMP2_L, L_RANGE_A, L_LEN_A, L_RANGE_B, L_LEN_B),
+        return run_of(s, n, ctok_bmp2_run_ranges(s, n, pos + 2, BMP2_L, L_RANGE_A, L_LEN_A, L_RANGE_B, L_LEN_B,
+                                                     L_RANGE_C, L_LEN_C),
                       CT_L, CT_L)
     k = ctok_char(s, n, pos, &f)  # pos < n by contract
     if f & CT_L:
@@ -489,16 +496,19 @@ cdef Py_ssize_t scan_o200k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_t
         # lowercase one (UP* takes the capital and stops: a lowercase letter is no UP), then LO+ from there.
         # The general way below decodes the prefix and the letter, and runs o200k_alt1's loop: in Russian text
         # it cost about 200 instructions a word.
-        e = run_of(s, n, ctok_bmp2_run_ranges(s, n, q + 2, BMP2_LO, LO_RANGE_A, LO_LEN_A, LO_RANGE_B, LO_LEN_B),
+        e = run_of(s, n, ctok_bmp2_run_ranges(s, n, q + 2, BMP2_LO, LO_RANGE_A, LO_LEN_A, LO_RANGE_B, LO_LEN_B,
+                                                 NO_RANGE, NO_LEN),
                    lomask, CT_LO)
     elif bmp2_at(s, n, q, BMP2_UP_ONLY) and bmp2_at(s, n, q + 2, BMP2_LO_ONLY):
-        e = run_of(s, n, ctok_bmp2_run_ranges(s, n, q + 4, BMP2_LO, LO_RANGE_A, LO_LEN_A, LO_RANGE_B, LO_LEN_B),
+        e = run_of(s, n, ctok_bmp2_run_ranges(s, n, q + 4, BMP2_LO, LO_RANGE_A, LO_LEN_A, LO_RANGE_B, LO_LEN_B,
+                                                 NO_RANGE, NO_LEN),
                    lomask, CT_LO)
     elif bmp2_at(s, n, q, BMP2_UPLO):
         # 2-byte letters of both classes (Lo, Lm and marks: Arabic, Hebrew, Syriac, Thaana...): UP* takes their
         # whole run and gives its last character back to LO+, when the run ends at the text's end or at ASCII
         # that is no letter (neither UP nor LO); else the general way below.
-        r = ctok_bmp2_run_ranges(s, n, q + 2, BMP2_UPLO, UPLO_RANGE_A, UPLO_LEN_A, UPLO_RANGE_B, UPLO_LEN_B)
+        r = ctok_bmp2_run_ranges(s, n, q + 2, BMP2_UPLO, UPLO_RANGE_A, UPLO_LEN_A, UPLO_RANGE_B, UPLO_LEN_B,
+                                 NO_RANGE, NO_LEN)
         if r >= n or (s[r] < 0x80 and not is_alpha(s[r])):  # r < n checked first
             e = r
     if e >= 0:
