@@ -321,6 +321,13 @@ static Py_ssize_t ctok_utf8_from_ucs2(const uint16_t* s, Py_ssize_t n, uint8_t* 
             continue;
         }
         if ((d = ctok_ucs2_block8(s + i, a, d, mk)) == NULL) return -1;
+        /* A second half that is not ASCII either (Russian, Greek, CJK text) goes now, not through another
+           16-wide test at i + 8; one that is waits for it, in case ASCII goes on. */
+        if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(b, high), zero)) != 0xFFFF) {
+            if ((d = ctok_ucs2_block8(s + i + 8, b, d, mk)) == NULL) return -1;
+            i += 16;
+            continue;
+        }
         i += 8;
     }
     while (i + 8 <= n) {                                    /* reads s[i:i+8], inside s[0:n] */
