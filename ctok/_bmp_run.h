@@ -67,16 +67,18 @@ static void ctok_bmp3_fill(uint64_t* bits, uint16_t mask, uint16_t val) {
  * ctok_bmp2_fill holds no code point below U+0080, so overlong forms (leads C0, C1) always stop the run. */
 #define CTOK_BMP2_WORDS 32                  /* 0x800 / 64 */
 
+/* The bytes at i (i + 2 <= n) are a 2-byte character whose bit is set in bits. */
+static inline int ctok_bmp2_at(const unsigned char* s, Py_ssize_t i, const uint64_t* bits) {
+    uint32_t b0 = s[i], b1 = s[i + 1], cp;
+    if ((b0 & 0xE0u) != 0xC0u || (b1 & 0xC0u) != 0x80u)
+        return 0;
+    cp = ((b0 & 0x1Fu) << 6) | (b1 & 0x3Fu);            /* < 0x800: cp >> 6 < 32 = CTOK_BMP2_WORDS */
+    return (int)((bits[cp >> 6] >> (cp & 63)) & 1u);
+}
+
 static inline Py_ssize_t ctok_bmp2_run(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, const uint64_t* bits) {
-    while (i + 2 <= n) {
-        uint32_t b0 = s[i], b1 = s[i + 1], cp;          /* i + 2 <= n */
-        if ((b0 & 0xE0u) != 0xC0u || (b1 & 0xC0u) != 0x80u)
-            break;
-        cp = ((b0 & 0x1Fu) << 6) | (b1 & 0x3Fu);        /* < 0x800: cp >> 6 < 32 = CTOK_BMP2_WORDS */
-        if (!((bits[cp >> 6] >> (cp & 63)) & 1u))
-            break;
+    while (i + 2 <= n && ctok_bmp2_at(s, i, bits))      /* i + 2 <= n checked first */
         i += 2;
-    }
     return i;
 }
 

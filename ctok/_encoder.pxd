@@ -85,6 +85,9 @@ cdef struct EncoderState:
     # one by one: between two units (bytes, or characters when char-level) whose two bytes no token holds
     # side by side, no merge can cross.  NULL: pieces are merged whole (see CoreEncoder._cuts_exact).
     const uint8_t* cut_bits
+    # parts_cached: this encoder can cut pieces (cut_bits set now or by _set_cuts), so its piece cache may hold
+    # parts, stored as their bytes' BPE: a part equal to a token need not be that token, as the piece would be.
+    bint parts_cached
 
 # Split s[0:n] with the state's pretokenizer and append every piece's BPE ids to `out`.
 cdef int encode_state(const EncoderState* st, const uint8_t* s, Py_ssize_t n, IdVec* out,

@@ -577,12 +577,10 @@ cdef int encode_piece_hashed(const EncoderState* st, const uint8_t* p, Py_ssize_
     if not absent and (st.opt.whole_piece_first or st.self_merges != NULL):
         # A piece of more than 16 bytes is seldom a token: the piece cache first, whose hit spares the token
         # table's probe (a cache miss in warm text: the table of recent pieces takes pieces of up to 15 bytes
-        # only, and Russian has 12% of its pieces above that, Chinese 40%).  Exact where pieces are never cut:
-        # every entry is then some piece's own encoding (encode_merged stores pieces only, after this check),
-        # which this check would give again.  Parts (cut_bits: only with the two kinds below, see __init__ and
-        # _set_cuts) store their bytes' BPE, which for a token's bytes need not be that token.
-        if (n > 16 and n <= CACHE_MAX_PIECE and st.pretok_kind != PRETOK_MARKER_WORDS
-                and st.pretok_kind != PRETOK_WHOLE and st.cache.table != NULL):
+        # only, and Russian has 12% of its pieces above that, Chinese 40%).  Exact where pieces are never cut
+        # (not parts_cached): every entry is then some piece's own encoding (encode_merged stores pieces only,
+        # after this check), which this check would give again.
+        if n > 16 and n <= CACHE_MAX_PIECE and not st.parts_cached and st.cache.table != NULL:
             if cache_get(&st.cache, p, n, h | 1, out):
                 return BPE_OK
             probed = True
@@ -962,6 +960,7 @@ cdef class CoreEncoder:
             self._build_char_self_merges()
         self._cut_bits = None
         self.state.cut_bits = NULL
+        self.state.parts_cached = False
         # Only where the pretokenizer leaves words whole (SentencePiece-style words run from one marker run
         # to the next, punctuation and newlines included).  A regex pretokenizer has cut nearly everywhere
         # a cut could go; what is left there are the boundaries between CJK characters, and cutting at those
@@ -970,6 +969,7 @@ cdef class CoreEncoder:
         if (pretok_kind == PRETOK_MARKER_WORDS or pretok_kind == PRETOK_WHOLE) and self._cuts_exact():
             self._cut_bits = self.vocab.token_bigrams()
             self.state.cut_bits = <const uint8_t*>PyBytes_AS_STRING(self._cut_bits)
+            self.state.parts_cached = True
 
     cdef bint _cuts_exact(self) except -1:
         # Cutting pieces where no token holds the two bytes around the cut (encode_parts) gives the whole

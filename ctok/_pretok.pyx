@@ -63,6 +63,7 @@ cdef inline Py_ssize_t run_of(const unsigned char* s, Py_ssize_t n, Py_ssize_t i
 cdef extern from "_bmp_run.h" nogil:
     Py_ssize_t ctok_bmp3_run(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, const uint64_t* bits)
     void ctok_bmp3_fill(uint64_t* bits, uint16_t mask, uint16_t val)
+    bint ctok_bmp2_at(const unsigned char* s, Py_ssize_t i, const uint64_t* bits)
     Py_ssize_t ctok_bmp2_run(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, const uint64_t* bits)
     Py_ssize_t ctok_bmp2_run_ranges(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, const uint64_t* bits,
                                     int lo_a, int len_a, int lo_b, int len_b, int lo_c, int len_c)
@@ -104,10 +105,9 @@ ctok_bmp2_fill(BMP2_LO_ONLY, CT_UP | CT_LO | CT_HAN, CT_LO)
 ctok_bmp2_fill(BMP2_UP_ONLY, CT_UP | CT_LO | CT_HAN, CT_UP)
 
 # Ranges of code points that ctok_bmp2_run_ranges checks 8 characters at a time before the sets' own loop: the
-# lowercase letters of the Cyrillic and Greek blocks (o200k's LO), the Cyrillic and Greek letters of
-# both cases and the Arabic letters (\p{L}, cl100k's letter runs), and Arabic and Hebrew (o200k's letters of both
-# classes).  Each range must lie inside its
-# set: checked here, once.
+# lowercase letters of the Cyrillic and Greek blocks (o200k's LO), the Cyrillic and Greek letters of both cases
+# and the Arabic letters (\p{L}, cl100k's letter runs), and Arabic and Hebrew (o200k's letters of both classes).
+# Each range must lie inside its set: checked here, once.
 cdef enum:
     LO_RANGE_A = 0x430      # а..я ѐ..џ
     LO_LEN_A = 0x30
@@ -144,11 +144,21 @@ _check_ranges()
 
 cdef inline bint bmp2_at(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, const uint64_t* bits) noexcept nogil:
     """The character at i is a 2-byte one whose bit is set in bits (a ctok_bmp2_fill set)."""
-    cdef uint32_t cp
-    if i + 2 > n or (s[i] & 0xE0) != 0xC0 or (s[i + 1] & 0xC0) != 0x80:  # i + 2 <= n checked first
-        return False
-    cp = ((<uint32_t>s[i] & 0x1F) << 6) | (s[i + 1] & 0x3F)  # < 0x800: cp >> 6 < 32
-    return (bits[cp >> 6] >> (cp & 63)) & 1
+    return i + 2 <= n and ctok_bmp2_at(s, i, bits)  # i + 2 <= n checked first
+
+
+cdef inline Py_ssize_t lo_run2(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, uint16_t lomask) noexcept nogil:
+    """o200k's LO run from i, after a 2-byte LO character: its 2-byte ones 8 at a time where they are Cyrillic or
+    Greek, then run_of."""
+    return run_of(s, n, ctok_bmp2_run_ranges(s, n, i, BMP2_LO, LO_RANGE_A, LO_LEN_A, LO_RANGE_B, LO_LEN_B,
+                                             NO_RANGE, NO_LEN), lomask, CT_LO)
+
+
+cdef inline Py_ssize_t letter_run2(const unsigned char* s, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
+    """\p{L}* from i, after a 2-byte letter: its 2-byte ones 8 at a time where they are Cyrillic, Greek or Arabic,
+    then run_of."""
+    return run_of(s, n, ctok_bmp2_run_ranges(s, n, i, BMP2_L, L_RANGE_A, L_LEN_A, L_RANGE_B, L_LEN_B,
+                                             L_RANGE_C, L_LEN_C), CT_L, CT_L)
 
 
 cdef inline Py_ssize_t run_of_after(const unsigned char* s, Py_ssize_t n, Py_ssize_t i, Py_ssize_t k,
@@ -397,13 +407,9 @@ cdef Py_ssize_t scan_cl100k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_
             return letter_run(s, n, pos + 2)
         # The same for a 2-byte letter (Cyrillic, Greek, Arabic...), without decoding the prefix and the letter.
         if bmp2_at(s, n, pos + 1, BMP2_L):
-            return run_of(s, n, ctok_bmp2_run_ranges(s, n, pos + 3, BMP2_L, L_RANGE_A, L_LEN_A, L_RANGE_B, L_LEN_B,
-                                                     L_RANGE_C, L_LEN_C),
-                          CT_L, CT_L)
+            return letter_run2(s, n, pos + 3)
     elif bmp2_at(s, n, pos, BMP2_L):
-        return run_of(s, n, ctok_bmp2_run_ranges(s, n, pos + 2, BMP2_L, L_RANGE_A, L_LEN_A, L_RANGE_B, L_LEN_B,
-                                                     L_RANGE_C, L_LEN_C),
-                      CT_L, CT_L)
+        return letter_run2(s, n, pos + 2)
     k = ctok_char(s, n, pos, &f)  # pos < n by contract
     if f & CT_L:
         return run_of_after(s, n, pos + k, k, CT_L, CT_L, BMP3_L, BMP2_L)
@@ -496,13 +502,9 @@ cdef Py_ssize_t scan_o200k_like(const unsigned char* s, Py_ssize_t n, Py_ssize_t
         # lowercase one (UP* takes the capital and stops: a lowercase letter is no UP), then LO+ from there.
         # The general way below decodes the prefix and the letter, and runs o200k_alt1's loop: in Russian text
         # it cost about 200 instructions a word.
-        e = run_of(s, n, ctok_bmp2_run_ranges(s, n, q + 2, BMP2_LO, LO_RANGE_A, LO_LEN_A, LO_RANGE_B, LO_LEN_B,
-                                                 NO_RANGE, NO_LEN),
-                   lomask, CT_LO)
+        e = lo_run2(s, n, q + 2, lomask)
     elif bmp2_at(s, n, q, BMP2_UP_ONLY) and bmp2_at(s, n, q + 2, BMP2_LO_ONLY):
-        e = run_of(s, n, ctok_bmp2_run_ranges(s, n, q + 4, BMP2_LO, LO_RANGE_A, LO_LEN_A, LO_RANGE_B, LO_LEN_B,
-                                                 NO_RANGE, NO_LEN),
-                   lomask, CT_LO)
+        e = lo_run2(s, n, q + 4, lomask)
     elif bmp2_at(s, n, q, BMP2_UPLO):
         # 2-byte letters of both classes (Lo, Lm and marks: Arabic, Hebrew, Syriac, Thaana...): UP* takes their
         # whole run and gives its last character back to LO+, when the run ends at the text's end or at ASCII

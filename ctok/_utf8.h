@@ -62,6 +62,16 @@ static inline uint64_t ctok_low64(__m128i v) {
 #endif
 }
 
+/* Two code points' UTF-8 words (the low and high 32 bits of q) at d, the end advanced by their lengths. */
+static inline uint8_t* ctok_put_words2(uint8_t* d, uint64_t q, unsigned len0, unsigned len1) {
+    uint32_t w = (uint32_t)q;
+    memcpy(d, &w, 4);                                       /* inside the bound's room (see above) */
+    d += len0;
+    w = (uint32_t)(q >> 32);
+    memcpy(d, &w, 4);
+    return d + len1;
+}
+
 /* (m & a) | (~m & b), lane by lane. */
 static inline __m128i ctok_select(__m128i m, __m128i a, __m128i b) {
     return _mm_or_si128(_mm_and_si128(m, a), _mm_andnot_si128(m, b));
@@ -103,8 +113,6 @@ static inline uint8_t* ctok_ucs2_utf8_block8(__m128i c, uint8_t* d) {
     __m128i sur = _mm_cmpeq_epi16(_mm_and_si128(c, _mm_set1_epi16((short)0xF800)), _mm_set1_epi16((short)0xD800));
     __m128i two, three, third, low, w0, w1;
     unsigned lens;
-    uint64_t q;
-    uint32_t w;
     if (_mm_movemask_epi8(sur) != 0)
         return NULL;
     ge80 = _mm_xor_si128(ge80, _mm_set1_epi16(-1));
@@ -119,19 +127,10 @@ static inline uint8_t* ctok_ucs2_utf8_block8(__m128i c, uint8_t* d) {
     w1 = _mm_unpackhi_epi16(low, third);                    /* code points 4-7 */
     /* two bits per code point (bits 2k, 2k+1 of each movemask are equal): its length - 1 in bits 2k-2k+1 */
     lens = ((unsigned)_mm_movemask_epi8(ge80) & 0x5555u) + ((unsigned)_mm_movemask_epi8(ge800) & 0x5555u);
-    q = ctok_low64(w0);
-    w = (uint32_t)q;         memcpy(d, &w, 4); d += 1 + (lens & 3);
-    w = (uint32_t)(q >> 32); memcpy(d, &w, 4); d += 1 + ((lens >> 2) & 3);
-    q = ctok_low64(_mm_unpackhi_epi64(w0, w0));
-    w = (uint32_t)q;         memcpy(d, &w, 4); d += 1 + ((lens >> 4) & 3);
-    w = (uint32_t)(q >> 32); memcpy(d, &w, 4); d += 1 + ((lens >> 6) & 3);
-    q = ctok_low64(w1);
-    w = (uint32_t)q;         memcpy(d, &w, 4); d += 1 + ((lens >> 8) & 3);
-    w = (uint32_t)(q >> 32); memcpy(d, &w, 4); d += 1 + ((lens >> 10) & 3);
-    q = ctok_low64(_mm_unpackhi_epi64(w1, w1));
-    w = (uint32_t)q;         memcpy(d, &w, 4); d += 1 + ((lens >> 12) & 3);
-    w = (uint32_t)(q >> 32); memcpy(d, &w, 4); d += 1 + ((lens >> 14) & 3);
-    return d;
+    d = ctok_put_words2(d, ctok_low64(w0), 1 + (lens & 3), 1 + ((lens >> 2) & 3));
+    d = ctok_put_words2(d, ctok_low64(_mm_unpackhi_epi64(w0, w0)), 1 + ((lens >> 4) & 3), 1 + ((lens >> 6) & 3));
+    d = ctok_put_words2(d, ctok_low64(w1), 1 + ((lens >> 8) & 3), 1 + ((lens >> 10) & 3));
+    return ctok_put_words2(d, ctok_low64(_mm_unpackhi_epi64(w1, w1)), 1 + ((lens >> 12) & 3), 1 + ((lens >> 14) & 3));
 }
 
 /* 4 code points (UCS-4 units in c, each <= 0x10FFFF) at d: 1 to 4 bytes each, a 4-byte word stored per code
@@ -147,8 +146,6 @@ static inline uint8_t* ctok_ucs4_utf8_block4(__m128i c, uint8_t* d) {
     __m128i b3 = _mm_and_si128(_mm_srli_epi32(c, 12), m3f);
     __m128i two, three, four, word;
     unsigned a, b, e;
-    uint64_t q;
-    uint32_t w;
     if (_mm_movemask_epi8(sur) != 0)
         return NULL;
     two = _mm_or_si128(_mm_or_si128(_mm_srli_epi32(c, 6), _mm_slli_epi32(b1, 8)), _mm_set1_epi32(0x80C0));
@@ -162,13 +159,10 @@ static inline uint8_t* ctok_ucs4_utf8_block4(__m128i c, uint8_t* d) {
     a = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(ge80));
     b = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(ge800));
     e = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(ge10000));
-    q = ctok_low64(word);
-    w = (uint32_t)q;         memcpy(d, &w, 4); d += 1 + (a & 1) + (b & 1) + (e & 1);
-    w = (uint32_t)(q >> 32); memcpy(d, &w, 4); d += 1 + ((a >> 1) & 1) + ((b >> 1) & 1) + ((e >> 1) & 1);
-    q = ctok_low64(_mm_unpackhi_epi64(word, word));
-    w = (uint32_t)q;         memcpy(d, &w, 4); d += 1 + ((a >> 2) & 1) + ((b >> 2) & 1) + ((e >> 2) & 1);
-    w = (uint32_t)(q >> 32); memcpy(d, &w, 4); d += 1 + ((a >> 3) & 1) + ((b >> 3) & 1) + ((e >> 3) & 1);
-    return d;
+    d = ctok_put_words2(d, ctok_low64(word), 1 + (a & 1) + (b & 1) + (e & 1),
+                        1 + ((a >> 1) & 1) + ((b >> 1) & 1) + ((e >> 1) & 1));
+    return ctok_put_words2(d, ctok_low64(_mm_unpackhi_epi64(word, word)), 1 + ((a >> 2) & 1) + ((b >> 2) & 1) + ((e >> 2) & 1),
+                           1 + ((a >> 3) & 1) + ((b >> 3) & 1) + ((e >> 3) & 1));
 }
 #endif
 
@@ -288,12 +282,17 @@ static Py_ssize_t ctok_utf8_from_ucs1(const uint8_t* s, Py_ssize_t n, uint8_t* o
 }
 
 #if defined(__SSE2__)
+/* Every UCS-2 code unit in v is below 0x80. */
+static inline int ctok_ucs2_ascii(__m128i v) {
+    return _mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(v, _mm_set1_epi16((short)0xFF80)), _mm_setzero_si128()))
+           == 0xFFFF;
+}
+
 /* The 8 code points s[0:8] (loaded in v) as UTF-8 at d: packed when all are ASCII.  Returns the new end, or
  * NULL at a surrogate. */
 static inline uint8_t* ctok_ucs2_block8(const uint16_t* s, __m128i v, uint8_t* d, const ctok_marker* mk) {
-    const __m128i high = _mm_set1_epi16((short)0xFF80), zero = _mm_setzero_si128();
     int k;
-    if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(v, high), zero)) == 0xFFFF)
+    if (ctok_ucs2_ascii(v))
         return ctok_put_ascii_block(d, _mm_packus_epi16(v, v), 8, mk);   /* 8 ASCII code points, a byte each */
     if (mk == NULL)
         return ctok_ucs2_utf8_block8(v, d);
@@ -310,12 +309,11 @@ static Py_ssize_t ctok_utf8_from_ucs2(const uint16_t* s, Py_ssize_t n, uint8_t* 
     Py_ssize_t i = 0;
     uint32_t c;
 #if defined(__SSE2__)
-    const __m128i high = _mm_set1_epi16((short)0xFF80), zero = _mm_setzero_si128();
     /* 16 code points per step when they are ASCII (English with a few typographic quotes is a 2-byte str
        that is mostly ASCII); a block that is not goes 8 at a time. */
     while (i + 16 <= n) {                                   /* reads s[i:i+16], inside s[0:n] */
         __m128i a = _mm_loadu_si128((const __m128i*)(s + i)), b = _mm_loadu_si128((const __m128i*)(s + i + 8));
-        if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(_mm_or_si128(a, b), high), zero)) == 0xFFFF) {
+        if (ctok_ucs2_ascii(_mm_or_si128(a, b))) {
             d = ctok_put_ascii_block(d, _mm_packus_epi16(a, b), 16, mk);   /* 16 ASCII code points, a byte each */
             i += 16;
             continue;
@@ -323,7 +321,7 @@ static Py_ssize_t ctok_utf8_from_ucs2(const uint16_t* s, Py_ssize_t n, uint8_t* 
         if ((d = ctok_ucs2_block8(s + i, a, d, mk)) == NULL) return -1;
         /* A second half that is not ASCII either (Russian, Greek, CJK text) goes now, not through another
            16-wide test at i + 8; one that is waits for it, in case ASCII goes on. */
-        if (_mm_movemask_epi8(_mm_cmpeq_epi16(_mm_and_si128(b, high), zero)) != 0xFFFF) {
+        if (!ctok_ucs2_ascii(b)) {
             if ((d = ctok_ucs2_block8(s + i + 8, b, d, mk)) == NULL) return -1;
             i += 16;
             continue;
