@@ -10,7 +10,7 @@ over adjacent pairs (merge_tree), so a 1,000,000-letter run costs O(n log n), no
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memmove, memcpy, memcmp, memset
-from ctok._vocab cimport (Vocab, Tables, NO_ID, tables_lookup, tables_pair, bit_at, seam_index, SEAM_START_SHORT,
+from ctok._vocab cimport (Vocab, Tables, NO_ID, tables_lookup, tables_pair_key, bit_at, seam_index, SEAM_START_SHORT,
                          char_pair_index, CHAR_PAIRS, SEAM_START_LONG, SEAM_END_SHORT, SEAM_END_LONG, CP_SEVERAL, CP_NONE, CP_ID_MASK,
                          CP_SUFFIX_RISK, CP_PREFIX_RISK, SEAM_PRE_START, SEAM_PRE_END, SEAM_PRE_ANY,
                          BYTE_CTX_LEFT, BYTE_CTX_RIGHT, load_head_padded, hash_bytes, load_head,
@@ -581,10 +581,7 @@ cdef Py_ssize_t lone_char_bpe(const Tables* vocab, BpeScratch* sc, const uint8_t
 cdef inline uint64_t pair_key(const Tables* vocab, uint32_t a, uint32_t b) noexcept nogil:
     # (rank << 32) | merged id, or all ones when (a, b) does not merge.  One rank always names one merged
     # token, so comparing these keys orders pairs by rank, and equal keys mean the same merge.
-    cdef uint32_t rank = 0, new_id = 0
-    cdef uint64_t none = <uint64_t>0 - <uint64_t>(not tables_pair(vocab, a, b, &rank, &new_id))
-    # A mask, not a branch: whether a pair merges is data.
-    return ((<uint64_t>rank << 32) | new_id) | none
+    return tables_pair_key(vocab, a, b)
 
 
 cdef int memo_ready(BpeScratch* sc, const Tables* vocab) noexcept nogil:

@@ -989,7 +989,7 @@ cdef class CoreEncoder:
         if opt.unk_id != NO_ID and not (opt.byte_fallback and all_fallback) and not (
                 not opt.char_level and all_bytes) and (opt.fuse_unk or opt.byte_fallback):
             return False
-        if t.pair_start == NULL:
+        if t.pair_region == NULL:
             return True
         inert = <uint8_t*>calloc(t.n_ids + 1, 1)
         if inert == NULL:
@@ -1000,11 +1000,12 @@ cdef class CoreEncoder:
         if opt.unk_id != NO_ID and opt.unk_id < <uint32_t>t.n_ids:
             inert[opt.unk_id] = 1
         for i in range(t.n_ids):
-            if t.pair_start[i + 1] > t.pair_start[i] and inert[i]:       # a merge with i on the left
+            if t.pair_region[i + 1] > t.pair_region[i] and inert[i]:     # a merge with i on the left
                 ok = False
                 break
-        for j in range(t.n_pairs):
-            if inert[t.pair_list[j].right]:                              # right < n_ids: a token id
+        for j in range(t.pair_slots):
+            # Slots of all-ones keys hold a region's count and index, not a merge.
+            if t.pair_key[j] != 0xFFFFFFFFFFFFFFFFULL and inert[t.pair_right[j]]:     # right < n_ids
                 ok = False
                 break
         free(inert)

@@ -14,7 +14,7 @@ cdef struct Slot:
     uint32_t len
 
 cdef struct PairEntry:
-    # Build-time hash table entry (Vocab._hpairs); the encoder reads the PairItem lists instead.
+    # Build-time hash table entry (Vocab._hpairs); the encoder reads Tables.pair_region instead.
     uint64_t key                # (left << 32) | right; all ones when the slot is free
     uint32_t rank               # merge rank: lower merges first
     uint32_t new_id             # id of the merged token
@@ -24,7 +24,11 @@ cdef enum:
     BYTE_CTX_RIGHT = 8192           # 64 x 256 entries
     BYTE_CTX_SIZE = 8192 + 16384
 
+cdef enum:
+    PAIR_NODE = 16              # rights per B-tree node of the merge search (ctok_count_below16's width)
+
 cdef struct PairItem:
+    # Build time only (Vocab._build_pair_regions sorts a left's merges as these).
     uint32_t right
     uint32_t rank
     uint32_t new_id
@@ -43,12 +47,21 @@ cdef struct Tables:
     # blob and calling memcmp: two dependent loads and a call (English and code: 4-8% of pieces).  Built at
     # load, not stored in the compiled file.
     uint64_t* slot_tails
-    # The merges of each left token, grouped by it: (left, right) is looked up among
-    # pair_list[pair_start[left]:pair_start[left + 1]], sorted by right.  Grouping by the left token keeps
-    # the lookups of one text in few cache lines (a hash over pairs scatters them over the whole table).
-    uint32_t* pair_start        # n_ids + 1 entries
-    PairItem* pair_list         # n_pairs entries
-    Py_ssize_t n_pairs
+    # The merges, grouped by their left token so that the lookups of one text stay in few cache lines (a
+    # hash over all pairs scatters them over the whole table).  Left's merges are slots
+    # pair_region[left]:pair_region[left + 1] of pair_right (right ids) and pair_key ((rank << 32) | merged
+    # id, the encoder's key; all ones in a slot that holds no merge).  A region of at most PAIR_NODE slots is
+    # the merges sorted by right.  A longer one is a static B-tree over them: its first slot's right is n, the
+    # number of merges, then come the index levels from the top one (at most PAIR_NODE entries) down, each
+    # entry the largest right of a PAIR_NODE-entry block of the level below, then the n merges sorted by
+    # right (pair_merges gives where).  A lookup (tables_pair_key) compares one 64-byte node of rights per
+    # level, where a binary search over (right, rank, id) items walked a chain of lines, each waiting on the
+    # last: a new piece's merges in a first pass wait on those lines.
+    uint32_t* pair_region       # n_ids + 1 entries
+    uint32_t* pair_right        # pair_slots + PAIR_NODE entries: a node read at the last slots stays inside
+    uint64_t* pair_key          # pair_slots + PAIR_NODE entries
+    Py_ssize_t pair_slots
+    Py_ssize_t n_pairs          # merges (slots that hold one)
     uint32_t byte_id[256]       # id of each single byte as a token, NO_ID if it is not one
     uint32_t fallback_id[256]   # id of each <0xXX> byte-fallback token, NO_ID if absent
     # The merge of every pair of single-byte tokens, indexed (first byte << 8) | second byte:
@@ -164,6 +177,12 @@ cdef inline uint64_t load_head(const uint8_t* s, Py_ssize_t n) noexcept nogil:
     return 0
 
 
+cdef extern from "_pair_search.h" nogil:
+    uint32_t ctok_count_below16(const uint32_t* p, uint32_t valid, uint32_t x)
+    void ctok_pair_prefetch(const void* p)
+    int __builtin_clz(unsigned int x)
+
+
 cdef extern from "_head_mask.h":
     const uint64_t ctok_head_mask[9]
 
@@ -238,33 +257,60 @@ cdef inline uint64_t hash_pair(uint64_t key) noexcept nogil:
     return mix64(key * 0x9E3779B97F4A7C15ULL)
 
 
+cdef inline uint32_t pair_index_levels(uint32_t n) noexcept nogil:
+    # Index levels above n merges: 0 up to PAIR_NODE (16), 1 up to 256, 2 up to 4,096, ...
+    return <uint32_t>(31 - __builtin_clz((n - 1) | 1)) >> 2
+
+
+cdef inline uint32_t pair_level_size(uint32_t n, uint32_t level) noexcept nogil:
+    # Entries of index level `level` (1: just above the merges; level <= 7 for n < 2^32) over n merges:
+    # ceil(n / 16^level).  In 64 bits: n + 16^level - 1 may pass 2^32.
+    return <uint32_t>((<uint64_t>n + (<uint64_t>1 << (4 * level)) - 1) >> (4 * level))
+
+
+cdef inline uint32_t pair_merges(const Tables* t, uint32_t left, uint32_t* first) noexcept nogil:
+    """The number of merges with `left` on the left; first: the slot of the first (they end the region)."""
+    cdef uint32_t s = t.pair_region[left], r = t.pair_region[left + 1] - t.pair_region[left]
+    cdef uint32_t n = r if r <= PAIR_NODE else t.pair_right[s]     # r > 0 here: s < pair_slots
+    first[0] = s + r - n
+    return n
+
+
+cdef inline uint64_t tables_pair_key(const Tables* t, uint32_t left, uint32_t right) noexcept nogil:
+    """(rank << 32) | merged id of the merge of (left, right), or all ones when there is none.  left < n_ids
+    (callers pass ids of this vocabulary)."""
+    cdef uint32_t s = t.pair_region[left], r = t.pair_region[left + 1] - t.pair_region[left]
+    cdef uint32_t n, level, m, b = 0, c, pos
+    cdef bint hit
+    if r == 0:
+        return 0xFFFFFFFFFFFFFFFFULL
+    n = r if r <= PAIR_NODE else t.pair_right[s]            # s < pair_slots (r > 0)
+    level = pair_index_levels(n)
+    s += level != 0                                         # past the count
+    # b: the block of the level below that holds the first right >= `right` (its last block when none does:
+    # then every count below is its block's size, and pos ends at n).
+    while level > 0:
+        m = pair_level_size(n, level)
+        c = ctok_count_below16(&t.pair_right[s + PAIR_NODE * b], min(PAIR_NODE, m - PAIR_NODE * b), right)
+        b = min(PAIR_NODE * b + c, m - 1)                   # the level below has m blocks
+        s += m
+        level -= 1
+    # s: the first merge.  The keys' line is fetched beside the node's: it is read right after.
+    ctok_pair_prefetch(&t.pair_key[s + PAIR_NODE * b])
+    c = ctok_count_below16(&t.pair_right[s + PAIR_NODE * b], min(PAIR_NODE, n - PAIR_NODE * b), right)
+    pos = PAIR_NODE * b + c                                 # <= n
+    hit = (pos < n) & (t.pair_right[s + pos] == right)     # s + pos <= pair_slots: inside the padding
+    return t.pair_key[s + min(pos, n - 1)] | (<uint64_t>0 - <uint64_t>(not hit))
+
+
 cdef inline bint tables_pair(const Tables* t, uint32_t left, uint32_t right,
                              uint32_t* rank, uint32_t* new_id) noexcept nogil:
     """The merge of (left, right), if there is one: its rank and merged id (rank and new_id are written
-    either way; they mean nothing when this returns False).  left < n_ids (callers pass ids of this
-    vocabulary)."""
-    cdef uint32_t lo = t.pair_start[left], n = t.pair_start[left + 1] - t.pair_start[left], half
-    cdef const PairItem* it
-    if n == 0:
-        return False
-    # Narrow [lo, lo + n) to the one item that is the first with .right >= right, if any is.  The step
-    # is a masked add, not a branch (which half holds it is data), and it runs down to one item rather
-    # than scanning the last few: the scan's exit mispredicted about once per lookup.
-    # Withdrawn for this search (branch pairhash, against cad3c58, o200k, first pass): one open-addressing
-    # table over all pairs (16-byte slots, half full, 8 MB) cut merge_linear's instructions by 30% but cost
-    # an LL miss per lookup (Japanese 5.8K -> 57.9K) and ran at 0.89x (0.945x on huge pages); a small
-    # hash table per left token (these lists' grouping, half full, +7 MB, +12 ms at load) cut English and
-    # code by 2-3% in instructions and mispredicts but not Japanese (mispredicts +4%, or instructions and
-    # LL misses +1-2% when the home cell and the next are read without a branch), at 1.00-1.03x, within
-    # the noise.  The misses that remain are a group's first line, which every layout pays.
-    while n > 1:
-        half = n >> 1
-        lo += half & (<uint32_t>0 - <uint32_t>(t.pair_list[lo + half - 1].right < right))   # lo + half - 1 < end
-        n -= half
-    it = &t.pair_list[lo]                            # lo < pair_start[left + 1] <= n_pairs
-    rank[0] = it.rank
-    new_id[0] = it.new_id
-    return it.right == right
+    either way; they mean nothing when this returns False).  left < n_ids."""
+    cdef uint64_t key = tables_pair_key(t, left, right)
+    rank[0] = <uint32_t>(key >> 32)
+    new_id[0] = <uint32_t>key
+    return key != 0xFFFFFFFFFFFFFFFFULL
 
 
 cdef class Vocab:
@@ -284,5 +330,5 @@ cdef class Vocab:
     cdef void _build_byte_pairs(self) except *
     cdef void _build_byte_ctx(self) except *
     cdef void _build_char_tables(self) except *
-    cdef void _build_pair_lists(self) except *
+    cdef void _build_pair_regions(self) except *
     cdef bint _hpair(self, uint32_t left, uint32_t right, uint32_t* rank, uint32_t* new_id) noexcept nogil

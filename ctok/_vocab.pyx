@@ -280,8 +280,10 @@ cdef class Vocab:
         self.t.kind = NULL
         self.t.slots = NULL
         self.t.slot_tails = NULL
-        self.t.pair_start = NULL
-        self.t.pair_list = NULL
+        self.t.pair_region = NULL
+        self.t.pair_right = NULL
+        self.t.pair_key = NULL
+        self.t.pair_slots = 0
         self._hpairs = NULL
         self._hmask = 0
         self._hcount = 0
@@ -309,8 +311,9 @@ cdef class Vocab:
         free(self.t.offsets)
         free(self.t.kind)
         free(self.t.slots)
-        free(self.t.pair_start)
-        free(self.t.pair_list)
+        free(self.t.pair_region)
+        free(self.t.pair_right)
+        free(self.t.pair_key)
 
     def __init__(self, list token_bytes=None, merges=None, dict special_bytes=None, *, bint live_merges=False):
         if token_bytes is None:
@@ -374,7 +377,7 @@ cdef class Vocab:
             self._load_pairs(merges)
             if live_merges:
                 _keep_live_pairs(self)
-        self._build_pair_lists()
+        self._build_pair_regions()
         self._build_byte_pairs()
         self._build_char_tables()
 
@@ -387,7 +390,7 @@ cdef class Vocab:
         cdef uint8_t* is_char = NULL
         cdef const uint8_t* b
         cdef uint8_t* bits
-        cdef uint32_t cp, rank, new_id, x, top2
+        cdef uint32_t cp, rank, new_id, x, top2, first
         cdef int64_t top
         cdef uint8_t u[3]
         cdef uint32_t sym[3]
@@ -410,12 +413,14 @@ cdef class Vocab:
             for i in range(n):
                 first_use[i] = 0x7FFFFFFFFFFFFFFF
             for i in range(n):
-                for k in range(t.pair_start[i], t.pair_start[i + 1]):
-                    rank = t.pair_list[k].rank
+                if t.pair_region[i + 1] == t.pair_region[i]:
+                    continue
+                for k in range(pair_merges(t, <uint32_t>i, &first)):
+                    rank = <uint32_t>(t.pair_key[first + k] >> 32)
                     if <int64_t>rank < first_use[i]:
                         first_use[i] = rank
-                    if <int64_t>rank < first_use[t.pair_list[k].right]:      # right < n (checked lists)
-                        first_use[t.pair_list[k].right] = rank
+                    if <int64_t>rank < first_use[t.pair_right[first + k]]:    # right < n (checked merges)
+                        first_use[t.pair_right[first + k]] = rank
             self.t.seam_bits = <uint8_t*>calloc(SEAM_ALL_BITS // 8, 1)
             self.t.cp_token = <uint32_t*>malloc(0x10000 * sizeof(uint32_t))
             if self.t.seam_bits == NULL or self.t.cp_token == NULL:
@@ -488,11 +493,11 @@ cdef class Vocab:
                 if x < CP_SEVERAL:
                     is_char[x] = 1                            # x < n: an id of this vocabulary
             for i in range(n):
-                if not is_char[i]:
+                if not is_char[i] or t.pair_region[i + 1] == t.pair_region[i]:
                     continue
-                for k in range(t.pair_start[i], t.pair_start[i + 1]):
-                    if is_char[t.pair_list[k].right]:         # right < n (checked lists)
-                        _set_bit(bits, char_pair_index(<uint32_t>i, t.pair_list[k].right))
+                for k in range(pair_merges(t, <uint32_t>i, &first)):
+                    if is_char[t.pair_right[first + k]]:      # right < n (checked merges)
+                        _set_bit(bits, char_pair_index(<uint32_t>i, t.pair_right[first + k]))
         finally:
             free(first_use)
             free(risky)
@@ -527,11 +532,12 @@ cdef class Vocab:
                 raise MemoryError()
         memset(self.t.byte_ctx, 0xFF, BYTE_CTX_SIZE * sizeof(uint32_t))
         for left in range(self.t.n_ids):
-            lo = self.t.pair_start[left]
-            hi = self.t.pair_start[left + 1]
-            for k in range(lo, hi):
-                right = self.t.pair_list[k].right
-                rank = self.t.pair_list[k].rank
+            if self.t.pair_region[left + 1] == self.t.pair_region[left]:
+                continue
+            hi = pair_merges(&self.t, <uint32_t>left, &lo)
+            for k in range(lo, lo + hi):
+                right = self.t.pair_right[k]
+                rank = <uint32_t>(self.t.pair_key[k] >> 32)
                 if self.t.offsets[right + 1] - self.t.offsets[right] == 1:
                     rb = self.t.blob[self.t.offsets[right]]
                     if 0xC2 <= rb < 0xE0 and self.t.offsets[left + 1] > self.t.offsets[left]:
@@ -610,40 +616,81 @@ cdef class Vocab:
     cdef bint _hpair(self, uint32_t left, uint32_t right, uint32_t* rank, uint32_t* new_id) noexcept nogil:
         return hpair_lookup(self._hpairs, self._hmask, left, right, rank, new_id)
 
-    cdef void _build_pair_lists(self) except *:
-        # The build-time hash table -> per-left lists sorted by right (see Tables.pair_start), then freed.
-        cdef Py_ssize_t n = self.t.n_ids, k
-        cdef uint64_t j, size = self._hmask + 1
-        cdef uint32_t left
-        cdef uint32_t* fill
-        self.t.n_pairs = self._hcount
-        self.t.pair_start = <uint32_t*>calloc(n + 2, sizeof(uint32_t))
-        self.t.pair_list = <PairItem*>malloc((self._hcount + 1) * sizeof(PairItem))
-        fill = <uint32_t*>malloc((n + 1) * sizeof(uint32_t))
-        if self.t.pair_start == NULL or self.t.pair_list == NULL or fill == NULL:
-            free(fill)
-            raise MemoryError()
+    cdef void _build_pair_regions(self) except *:
+        # The build-time hash table -> Tables.pair_region / pair_right / pair_key, then freed.  Each left's
+        # merges are gathered and sorted by right as PairItems first.
+        cdef Py_ssize_t n_ids = self.t.n_ids, left
+        cdef uint64_t j, size = self._hmask + 1, slots = 0
+        cdef uint32_t n, level, m, at, lo, src
+        cdef uint32_t* start = NULL
+        cdef uint32_t* fill = NULL
+        cdef PairItem* items = NULL
+        cdef PairItem* it
         if self._hcount >= 0xFFFFFFFF:
-            free(fill)
             raise ValueError("too many merges")
-        for j in range(size):
-            if self._hpairs[j].key != 0xFFFFFFFFFFFFFFFFULL:
-                self.t.pair_start[(self._hpairs[j].key >> 32) + 1] += 1      # left < n_ids (checked when put)
-        for k in range(n):
-            self.t.pair_start[k + 1] += self.t.pair_start[k]
-            fill[k] = self.t.pair_start[k]
-        for j in range(size):
-            if self._hpairs[j].key != 0xFFFFFFFFFFFFFFFFULL:
-                left = <uint32_t>(self._hpairs[j].key >> 32)
-                self.t.pair_list[fill[left]].right = <uint32_t>(self._hpairs[j].key & 0xFFFFFFFFULL)
-                self.t.pair_list[fill[left]].rank = self._hpairs[j].rank
-                self.t.pair_list[fill[left]].new_id = self._hpairs[j].new_id
-                fill[left] += 1
-        free(fill)
-        for k in range(n):
-            if self.t.pair_start[k + 1] - self.t.pair_start[k] > 1:
-                qsort(&self.t.pair_list[self.t.pair_start[k]], self.t.pair_start[k + 1] - self.t.pair_start[k],
-                      sizeof(PairItem), _cmp_right)
+        try:
+            start = <uint32_t*>calloc(n_ids + 2, sizeof(uint32_t))
+            fill = <uint32_t*>malloc((n_ids + 1) * sizeof(uint32_t))
+            items = <PairItem*>malloc((self._hcount + 1) * sizeof(PairItem))
+            if start == NULL or fill == NULL or items == NULL:
+                raise MemoryError()
+            for j in range(size):
+                if self._hpairs[j].key != 0xFFFFFFFFFFFFFFFFULL:
+                    start[(self._hpairs[j].key >> 32) + 1] += 1      # left < n_ids (checked when put)
+            for left in range(n_ids):
+                start[left + 1] += start[left]
+                fill[left] = start[left]
+            for j in range(size):
+                if self._hpairs[j].key != 0xFFFFFFFFFFFFFFFFULL:
+                    it = &items[fill[self._hpairs[j].key >> 32]]        # below start[left + 1]
+                    fill[self._hpairs[j].key >> 32] += 1
+                    it.right = <uint32_t>(self._hpairs[j].key & 0xFFFFFFFFULL)
+                    it.rank = self._hpairs[j].rank
+                    it.new_id = self._hpairs[j].new_id
+            for left in range(n_ids):
+                n = start[left + 1] - start[left]
+                if n > 1:
+                    qsort(&items[start[left]], n, sizeof(PairItem), _cmp_right)
+                slots += n
+                if n > PAIR_NODE:
+                    slots += 1
+                    for level in range(1, pair_index_levels(n) + 1):
+                        slots += pair_level_size(n, level)
+            if slots >= 0xFFFFFFFF - PAIR_NODE:
+                raise ValueError("too many merges")
+            self.t.pair_region = <uint32_t*>malloc((n_ids + 1) * sizeof(uint32_t))
+            self.t.pair_right = <uint32_t*>calloc(slots + PAIR_NODE, sizeof(uint32_t))
+            self.t.pair_key = <uint64_t*>malloc((slots + PAIR_NODE) * sizeof(uint64_t))
+            if self.t.pair_region == NULL or self.t.pair_right == NULL or self.t.pair_key == NULL:
+                raise MemoryError()
+            memset(self.t.pair_key, 0xFF, (slots + PAIR_NODE) * sizeof(uint64_t))
+            self.t.pair_slots = <Py_ssize_t>slots
+            self.t.n_pairs = self._hcount
+            at = 0
+            for left in range(n_ids):
+                self.t.pair_region[left] = at
+                lo = start[left]
+                n = start[left + 1] - lo
+                if n > PAIR_NODE:
+                    self.t.pair_right[at] = n
+                    at += 1
+                    # From the top level down; level k's entry j is the largest right under it, that of
+                    # merge min((j + 1) * 16^k, n) - 1.
+                    for level in range(pair_index_levels(n), 0, -1):
+                        m = pair_level_size(n, level)
+                        for j in range(m):
+                            src = <uint32_t>min((j + 1) << (4 * level), <uint64_t>n) - 1
+                            self.t.pair_right[at + j] = items[lo + src].right
+                        at += m
+                for j in range(n):
+                    self.t.pair_right[at + j] = items[lo + j].right
+                    self.t.pair_key[at + j] = (<uint64_t>items[lo + j].rank << 32) | items[lo + j].new_id
+                at += n
+            self.t.pair_region[n_ids] = at
+        finally:
+            free(start)
+            free(fill)
+            free(items)
         free(self._hpairs)
         self._hpairs = NULL
         self._hcount = 0
@@ -694,7 +741,7 @@ cdef class Vocab:
 
     def merge_of(self, Py_ssize_t left, Py_ssize_t right):
         cdef uint32_t rank, new_id
-        if left < 0 or right < 0 or left >= self.t.n_ids or right >= self.t.n_ids or self.t.pair_start == NULL:
+        if left < 0 or right < 0 or left >= self.t.n_ids or right >= self.t.n_ids or self.t.pair_region == NULL:
             return None
         if tables_pair(&self.t, <uint32_t>left, <uint32_t>right, &rank, &new_id):
             return (rank, new_id)
@@ -789,15 +836,17 @@ cdef class Vocab:
         cdef uint64_t n = self.t.n_ids
         cdef uint64_t blob_len = self.t.offsets[n] if self.t.offsets != NULL else 0
         cdef uint64_t slot_size = self.t.slot_mask + 1
+        cdef uint64_t pair_slots = self.t.pair_slots
         header = struct.pack("<8Q", COMPILED_VERSION, n, blob_len, slot_size, self.t.n_pairs,
-                             1 if self.rank_merges else 0, 0, 0)
+                             1 if self.rank_merges else 0, pair_slots, 0)
         parts = [header,
                  PyBytes_FromStringAndSize(<char*>self.t.offsets, (n + 1) * sizeof(uint64_t)),
                  _pad8(PyBytes_FromStringAndSize(<char*>self.t.kind, n + 1)),
                  _pad8(PyBytes_FromStringAndSize(<char*>self.t.blob, blob_len)),
                  PyBytes_FromStringAndSize(<char*>self.t.slots, slot_size * sizeof(Slot)),
-                 _pad8(PyBytes_FromStringAndSize(<char*>self.t.pair_start, (n + 1) * sizeof(uint32_t))),
-                 _pad8(PyBytes_FromStringAndSize(<char*>self.t.pair_list, self.t.n_pairs * sizeof(PairItem))),
+                 _pad8(PyBytes_FromStringAndSize(<char*>self.t.pair_region, (n + 1) * sizeof(uint32_t))),
+                 _pad8(PyBytes_FromStringAndSize(<char*>self.t.pair_right, (pair_slots + PAIR_NODE) * sizeof(uint32_t))),
+                 PyBytes_FromStringAndSize(<char*>self.t.pair_key, (pair_slots + PAIR_NODE) * sizeof(uint64_t)),
                  PyBytes_FromStringAndSize(<char*>self.t.byte_id, 256 * sizeof(uint32_t)),
                  PyBytes_FromStringAndSize(<char*>self.t.fallback_id, 256 * sizeof(uint32_t))]
         return b"".join(parts)
@@ -811,17 +860,21 @@ cdef class Vocab:
             raise ValueError("compiled vocabulary: bad start offset")
         cdef const uint8_t* base = <const uint8_t*>PyBytes_AS_STRING(data) + start
         cdef Py_ssize_t size = len(data) - start, pos = 64
-        cdef uint64_t version, n, blob_len, slot_size, n_pairs, rank_merges, j, used, k
+        cdef uint64_t version, n, blob_len, slot_size, n_pairs, rank_merges, pair_slots, j, used, k, merges
+        cdef uint32_t r, count, level, m, s, first, src
+        cdef int64_t last
         cdef Vocab v = Vocab()
         if size < 64:
             raise ValueError("compiled vocabulary: truncated header")
-        version, n, blob_len, slot_size, n_pairs, rank_merges, _, _ = struct.unpack_from("<8Q", data, start)
+        version, n, blob_len, slot_size, n_pairs, rank_merges, pair_slots, _ = struct.unpack_from("<8Q", data, start)
         if version != COMPILED_VERSION:
             raise ValueError(f"compiled vocabulary: version {version}, expected {COMPILED_VERSION}")
-        if n >= 0xFFFFFFFF or n_pairs >= 0xFFFFFFFF or blob_len > (1 << 40) or not _pow2(slot_size):
+        if (n >= 0xFFFFFFFF or n_pairs > pair_slots or pair_slots >= 0xFFFFFFFF - PAIR_NODE or blob_len > (1 << 40)
+                or not _pow2(slot_size)):
             raise ValueError("compiled vocabulary: bad sizes")
         need = (64 + (n + 1) * 8 + _up8(n + 1) + _up8(blob_len) + slot_size * sizeof(Slot)
-                + _up8((n + 1) * 4) + _up8(n_pairs * sizeof(PairItem)) + 2 * 256 * 4)
+                + _up8((n + 1) * 4) + _up8((pair_slots + PAIR_NODE) * 4) + (pair_slots + PAIR_NODE) * 8
+                + 2 * 256 * 4)
         if <uint64_t>size != need:
             raise ValueError(f"compiled vocabulary: {size} bytes, expected {need}")
         v.t.n_ids = n
@@ -836,8 +889,10 @@ cdef class Vocab:
         v.t.blob = <uint8_t*>(base + pos); pos += _up8(blob_len)   # slots (>= 256 bytes) follow: 16-byte over-reads stay inside
         v.t.slots = <Slot*>(base + pos); pos += slot_size * sizeof(Slot)
         v.t.slot_mask = slot_size - 1
-        v.t.pair_start = <uint32_t*>(base + pos); pos += _up8((n + 1) * 4)
-        v.t.pair_list = <PairItem*>(base + pos); pos += _up8(n_pairs * sizeof(PairItem))
+        v.t.pair_region = <uint32_t*>(base + pos); pos += _up8((n + 1) * 4)
+        v.t.pair_right = <uint32_t*>(base + pos); pos += _up8((pair_slots + PAIR_NODE) * 4)
+        v.t.pair_key = <uint64_t*>(base + pos); pos += (pair_slots + PAIR_NODE) * 8
+        v.t.pair_slots = pair_slots
         memcpy(v.t.byte_id, base + pos, 256 * 4); pos += 256 * 4
         memcpy(v.t.fallback_id, base + pos, 256 * 4); pos += 256 * 4
         # Validate: offsets monotone within the blob; every id in a table names an existing token.
@@ -863,18 +918,50 @@ cdef class Vocab:
                     v.t.slot_tails[j] = load_tail(v.t.blob + v.t.offsets[v.t.slots[j].id], v.t.slots[j].len)
         if used >= slot_size:
             raise ValueError("compiled vocabulary: token table has no free slot")
-        # Merge lists: starts monotone from 0 to n_pairs, items name ordinary tokens, rights strictly
-        # increasing within a list (the lookup's binary search relies on it).
-        if v.t.pair_start[0] != 0 or v.t.pair_start[n] != n_pairs:
+        # Merge regions (Tables.pair_region): starts monotone from 0 to pair_slots; in each, the count and
+        # index levels its size implies, each index entry the largest right under it (the lookup's descent
+        # relies on it) with a key of all ones; merges of ordinary tokens with rights strictly increasing.
+        if v.t.pair_region[0] != 0 or v.t.pair_region[n] != pair_slots:
             raise ValueError("compiled vocabulary: bad merge table")
+        merges = 0
         for j in range(n):
-            if v.t.pair_start[j + 1] < v.t.pair_start[j] or v.t.pair_start[j + 1] > n_pairs:
+            if v.t.pair_region[j + 1] < v.t.pair_region[j] or v.t.pair_region[j + 1] > pair_slots:
                 raise ValueError("compiled vocabulary: bad merge table")
-            for k in range(v.t.pair_start[j], v.t.pair_start[j + 1]):
-                if (v.t.pair_list[k].right >= n or v.t.pair_list[k].new_id >= n
-                        or v.t.kind[v.t.pair_list[k].new_id] != 1
-                        or (k > v.t.pair_start[j] and v.t.pair_list[k].right <= v.t.pair_list[k - 1].right)):
+            s = v.t.pair_region[j]
+            r = v.t.pair_region[j + 1] - s
+            if r == 0:
+                continue
+            count = r
+            if r > PAIR_NODE:
+                count = v.t.pair_right[s]
+                if count <= PAIR_NODE or count >= r:
+                    raise ValueError("compiled vocabulary: bad merge table")
+                m = 1
+                for level in range(1, pair_index_levels(count) + 1):
+                    m += pair_level_size(count, level)
+                if <uint64_t>m + count != r:
+                    raise ValueError("compiled vocabulary: bad merge table")
+            first = s + r - count
+            last = -1
+            for k in range(first, first + count):
+                if (v.t.pair_right[k] >= n or <int64_t>v.t.pair_right[k] <= last
+                        or <uint32_t>v.t.pair_key[k] >= n or v.t.kind[<uint32_t>v.t.pair_key[k]] != 1):
                     raise ValueError("compiled vocabulary: bad merge entry")
+                last = v.t.pair_right[k]
+            merges += count
+            if r > PAIR_NODE:
+                if v.t.pair_key[s] != 0xFFFFFFFFFFFFFFFFULL:
+                    raise ValueError("compiled vocabulary: bad merge index")
+                k = s + 1
+                for level in range(pair_index_levels(count), 0, -1):
+                    m = pair_level_size(count, level)
+                    for src in range(m):
+                        if (v.t.pair_key[k + src] != 0xFFFFFFFFFFFFFFFFULL or v.t.pair_right[k + src]
+                                != v.t.pair_right[first + min((<uint64_t>src + 1) << (4 * level), count) - 1]):
+                            raise ValueError("compiled vocabulary: bad merge index")
+                    k += m
+        if merges != n_pairs:
+            raise ValueError("compiled vocabulary: bad merge table")
         for j in range(256):
             if (v.t.byte_id[j] != NO_ID and v.t.byte_id[j] >= n) or \
                     (v.t.fallback_id[j] != NO_ID and v.t.fallback_id[j] >= n):
@@ -884,8 +971,8 @@ cdef class Vocab:
         return v
 
 
-cdef uint64_t COMPILED_VERSION = 5   # 3: merges as per-left-token lists; 4: hash_bytes of one multiply;
-                                     # 5: hash_bytes ends on the last 8 bytes
+cdef uint64_t COMPILED_VERSION = 6   # 3: merges as per-left-token lists; 4: hash_bytes of one multiply;
+                                     # 5: hash_bytes ends on the last 8 bytes; 6: merges as B-tree regions
 
 
 cdef inline void _set_bit(uint8_t* bits, uint32_t i) noexcept nogil:

@@ -1,11 +1,13 @@
-"""The merge-pair lookup (Tables.pair_start / pair_list, searched by _vocab.tables_pair) against a plain dict.
+"""The merge-pair lookup (Tables.pair_region, searched by _vocab.tables_pair_key) against a plain dict.
 
-The search narrows a left token's sorted list to one item with masked steps, so its edge cases are list
-lengths (0, 1, 2, every length up to past 64, one long list) and right ids below, between, equal to and
-above the list's: every (left, right) of a synthetic vocabulary is asked, on the built tables and on the
-compiled round trip (Vocab.from_bytes reads the same lists from a buffer).
+A left token's merges are a sorted run of at most 16, or a static B-tree of 16-entry nodes over them, so the
+edge cases are run lengths (0, 1, 2, every length up to past 64, and around each node boundary: 16/17,
+256/257, 4,096/4,097, up to three index levels) and right ids below, between, equal to and above the run's:
+every (left, right) of two synthetic vocabularies is asked, on the built tables and on the compiled round
+trip (Vocab.from_bytes reads the same regions from a buffer, and refuses a damaged index).
 """
 import random
+import struct
 
 import pytest
 
@@ -57,6 +59,78 @@ def test_every_pair_of_a_synthetic_vocabulary(synthetic):
 def test_every_pair_after_the_compiled_round_trip(synthetic):
     vocab, want = synthetic
     _check_all(Vocab.from_bytes(vocab.to_bytes()), want)
+
+
+DEEP_TOKENS = 5200
+DEEP_SIZES = [1, 2, 15, 16, 17, 31, 32, 33, 255, 256, 257, 300, 4095, 4096, 4097, DEEP_TOKENS]
+
+
+def _deep():
+    rnd = random.Random(SEED + 1)
+    tokens = [b"u%05d" % i for i in range(DEEP_TOKENS)]
+    merges = []
+    for left, k in enumerate(DEEP_SIZES):
+        for right in rnd.sample(range(DEEP_TOKENS), k):
+            merges.append((left, right, rnd.randrange(DEEP_TOKENS)))
+    rnd.shuffle(merges)
+    want = {(a, b): (rank, new) for rank, (a, b, new) in enumerate(merges)}
+    return Vocab(tokens, merges), want
+
+
+@pytest.fixture(scope="module")
+def deep():
+    return _deep()
+
+
+def _check_deep(vocab, want):
+    wrong = []
+    for left in range(len(DEEP_SIZES) + 1):
+        for right in range(DEEP_TOKENS):
+            got = vocab.merge_of(left, right)
+            if got != want.get((left, right)):
+                wrong.append((left, right, got, want.get((left, right))))
+    assert not wrong, wrong[:10]
+
+
+def test_every_pair_of_long_runs(deep):
+    vocab, want = deep
+    assert vocab.pair_count == len(want)
+    _check_deep(vocab, want)
+
+
+def test_long_runs_after_the_compiled_round_trip(deep):
+    vocab, want = deep
+    _check_deep(Vocab.from_bytes(vocab.to_bytes()), want)
+
+
+def _pair_sections(data):
+    # Byte offsets of the compiled tables' pair_region, pair_right and pair_key (Vocab.to_bytes' layout).
+    up8 = lambda x: (x + 7) & ~7
+    _, n, blob_len, slot_size, _, _, pair_slots, _ = struct.unpack_from("<8Q", data, 0)
+    region = 64 + (n + 1) * 8 + up8(n + 1) + up8(blob_len) + slot_size * 16
+    right = region + up8((n + 1) * 4)
+    key = right + up8((pair_slots + 16) * 4)
+    return n, region, right, key
+
+
+def test_damaged_index_is_refused(deep):
+    # An index entry that is not the largest right under it, or a count that does not fit the region, would
+    # send the lookup down the wrong node: from_bytes refuses both.
+    vocab, _ = deep
+    good = vocab.to_bytes()
+    n, region, right, key = _pair_sections(good)
+    left = DEEP_SIZES.index(4097)
+    start = struct.unpack_from("<I", good, region + 4 * left)[0]
+    assert struct.unpack_from("<I", good, right + 4 * start)[0] == 4097       # the count
+    for slot, value in ((start, 4096), (start + 1, 0), (start + 2, 1)):
+        bad = bytearray(good)
+        struct.pack_into("<I", bad, right + 4 * slot, value)
+        with pytest.raises(ValueError, match="compiled vocabulary"):
+            Vocab.from_bytes(bytes(bad))
+    bad = bytearray(good)
+    struct.pack_into("<Q", bad, key + 8 * (start + 1), 5)                     # an index slot with a key
+    with pytest.raises(ValueError, match="compiled vocabulary"):
+        Vocab.from_bytes(bytes(bad))
 
 
 def test_o200k_merges_of_its_own_tokens():
