@@ -19,15 +19,36 @@ cdef struct BpeOptions:
     const uint32_t* char_token
 
 cdef enum:
-    LONG_SLOTS = 16             # BpeScratch.longs: entries ...
-    LONG_SLOT_BYTES = 256       # ... for pieces of LONG_MEMO_MIN (49) up to this many bytes
+    LONG_STORE_BYTES = 4 << 20  # BpeScratch.long_store: its ring of records ...
+    LONG_STORE_SLOTS = 1 << 15  # ... its index (32,768 entries of 16 bytes) ...
+    LONG_MANY_BITS = 19         # ... and its set of pieces of at most CACHE_MAX_PIECE bytes with many ids (64 KB)
 
-cdef struct LongEntry:
-    uint64_t seen               # hash of the last piece that missed here: a piece is kept at its second miss
-    int32_t length              # -1: empty
-    int32_t n_ids               # <= length: BPE never makes more ids than bytes
-    uint8_t piece[LONG_SLOT_BYTES]
-    uint32_t ids[LONG_SLOT_BYTES]
+cdef struct LongRef:
+    # One piece kept in a LongStore (16 bytes: the index stays small enough to probe in a first pass).  Its
+    # record is at `start`, counted in bytes written to the ring since it was made, and is whole while
+    # written - start <= LONG_STORE_BYTES: a LongRecord, the ids, then the piece's bytes.
+    uint32_t tag                # the piece's hash >> 32 | 1; 0: empty
+    uint32_t seen               # the tag of the last piece that missed here unkept: a piece is kept at its second miss
+    uint64_t start
+
+cdef struct LongRecord:
+    uint32_t length             # the piece's bytes
+    uint32_t n_ids
+
+cdef struct LongStore:
+    # Pieces the piece cache does not keep (more than CACHE_MAX_PIECE bytes, up to LONG_STORE_MAX, or more
+    # than CACHE_MAX_IDS ids) and their ids, for one scratch: a ring of records (8-byte aligned), written in
+    # order and overwritten oldest first, found through a direct-mapped index.
+    uint8_t* ring               # LONG_STORE_BYTES
+    LongRef* index              # LONG_STORE_SLOTS
+    # Bit (hash >> 32) % 2^LONG_MANY_BITS: some piece of at most CACHE_MAX_PIECE bytes with that hash merged
+    # to more than CACHE_MAX_IDS ids.  Such pieces are asked of the store only when their bit is set: the
+    # others, nearly all of them, are the piece cache's, and the index probe cost a first pass over Japanese 8%.
+    uint8_t* many_ids
+    uint64_t written
+    uint64_t hits               # pieces it answered (tests read it: _long_store_for_test)
+    const Tables* vocab         # the vocabulary and options its pieces were merged with
+    const BpeOptions* opt
 
 cdef enum:
     HOT_BITS = 15               # BpeScratch.hot: 32,768 entries of 32 bytes (1 MB)
@@ -59,21 +80,9 @@ cdef struct BpeScratch:
     const Tables* memo_owner
     uint64_t* tree          # merge_tree's min-tree, 2 * (m rounded up to a power of two) keys
     Py_ssize_t tree_cap
-    # The last long piece merged (LONG_MEMO_MIN..LONG_MEMO_MAX bytes) and its ids: runs of the same
-    # indentation or separator repeat, and are too long for the piece cache.
-    uint8_t* last_piece
-    Py_ssize_t last_len     # -1: empty
-    uint32_t* last_ids
-    Py_ssize_t last_n
-    const Tables* last_vocab  # the vocabulary and options it was merged with
-    const BpeOptions* last_opt
-    # Pieces of 49-256 bytes (too long for the piece cache) merged recently, LONG_SLOTS entries direct
-    # mapped by hash: code and markup repeat a few separator and rule lines (`####...`, `+----+----+`)
-    # that alternate, which the one last piece above misses.  Only pieces starting with an ASCII byte, kept
-    # at their second miss: long CJK pieces almost never repeat.  NULL until the first such piece.
-    LongEntry* longs
-    const Tables* longs_vocab
-    const BpeOptions* longs_opt
+    # Long pieces merged lately, kept whatever their first byte (code's separator and rule lines, and runs
+    # of scripts written without spaces, met again in the next text); NULL until the first one.
+    LongStore* long_store
     # The pieces this scratch's encoder met lately, tokens or not, and their ids (_encoder.encode_state_span):
     # direct mapped by the piece's bytes, 1 << HOT_BITS entries, read and written only by the one thread that
     # holds the scratch; a newer piece takes its entry.  Made (scratch_hot) for an encoder's pooled scratches

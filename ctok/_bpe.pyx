@@ -8,8 +8,9 @@ Short pieces use a linear scan over an array (fast for the usual 2-20 symbols); 
 over adjacent pairs (merge_tree), so a 1,000,000-letter run costs O(n log n), not O(n^2).
 """
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int32_t
-from libc.stdlib cimport malloc, realloc, free
+from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memmove, memcpy, memcmp, memset
+from ctok._piece_cache cimport CACHE_MAX_PIECE, CACHE_MAX_IDS
 from ctok._vocab cimport (Vocab, Tables, NO_ID, tables_lookup, tables_pair_key, bit_at, seam_index, SEAM_START_SHORT,
                          char_pair_index, CHAR_PAIRS, SEAM_START_LONG, SEAM_END_SHORT, SEAM_END_LONG, CP_SEVERAL, CP_NONE, CP_ID_MASK,
                          CP_SUFFIX_RISK, CP_PREFIX_RISK, SEAM_PRE_START, SEAM_PRE_END, SEAM_PRE_ANY,
@@ -23,8 +24,9 @@ cdef enum:
     LONG_PIECE = 256
     CHUNK = 48
     PAIR_MEMO_BITS = 12             # BpeScratch.memo: 4096 entries of 16 bytes
-    LONG_MEMO_MIN = 49              # BpeScratch.longs and last_piece: pieces the piece cache does not keep ...
-    LONG_MEMO_MAX = 4096            # ... up to this length (longs: up to LONG_SLOT_BYTES)
+    LONG_STORE_MIN = CACHE_MAX_IDS + 1     # BpeScratch.long_store: pieces looked up from this length (shorter
+                                    # ones have at most CACHE_MAX_IDS ids: the piece cache keeps them) ...
+    LONG_STORE_MAX = 4096           # ... up to this one
 cdef uint32_t RANK_NONE = 0xFFFFFFFF
 
 cdef extern from "_char_run.h" nogil:
@@ -109,15 +111,7 @@ cdef void scratch_init(BpeScratch* s) noexcept nogil:
     s.memo_owner = NULL
     s.tree = NULL
     s.tree_cap = 0
-    s.last_piece = NULL
-    s.last_len = -1
-    s.last_ids = NULL
-    s.last_n = 0
-    s.last_vocab = NULL
-    s.last_opt = NULL
-    s.longs = NULL
-    s.longs_vocab = NULL
-    s.longs_opt = NULL
+    s.long_store = NULL
     s.hot = NULL
     s.hot_owner = NULL
     s.hot_cached = 0
@@ -172,9 +166,11 @@ cdef void scratch_free(BpeScratch* s) noexcept nogil:
     free(s.next)
     free(s.memo)
     free(s.tree)
-    free(s.last_piece)
-    free(s.last_ids)
-    free(s.longs)
+    if s.long_store != NULL:
+        free(s.long_store.ring)
+        free(s.long_store.index)
+        free(s.long_store.many_ids)
+        free(s.long_store)
     ctok_hot_unmap(s.hot, (<size_t>1 << HOT_BITS) * sizeof(HotEntry))
     scratch_init(s)
 
@@ -981,88 +977,121 @@ cdef int bpe_encode_piece(const Tables* vocab, const BpeOptions* opt, const uint
 
 cdef int bpe_merge_piece(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
                          IdVec* out, BpeScratch* scratch) noexcept nogil:
-    cdef Py_ssize_t before = out.size
+    cdef Py_ssize_t before = out.size, k
     cdef int rc
-    cdef LongEntry* e
     cdef uint64_t h
-    cdef bint keep
-    # Only pieces that start with an ASCII byte: the repeated ones are separator and rule lines, and CJK
-    # runs of this length, nearly all new, paid for the hash and the memo's branches (o200k Japanese first
-    # pass +0.5% instructions, +3.6% mispredicted branches) and never hit.
-    if LONG_MEMO_MIN <= n <= LONG_SLOT_BYTES and s[0] < 0x80:
-        h = hash_bytes(s, n, load_head_padded(s, n))                 # n >= 49: 8 bytes readable
-        e = long_entry(vocab, opt, scratch, h)
-        if e != NULL and e.length == n and memcmp(e.piece, s, n) == 0:
-            if idvec_reserve(out, e.n_ids) != BPE_OK:
-                return BPE_NOMEM
-            memcpy(out.data + out.size, e.ids, e.n_ids * sizeof(uint32_t))    # reserved above
-            out.size += e.n_ids
-            return BPE_OK
-        keep = e != NULL and e.seen == h
-        if e != NULL:
-            e.seen = h
-        rc = merge_piece_uncached(vocab, opt, s, n, out, scratch)
-        if rc == BPE_OK and keep and out.size - before <= n:         # always (BPE makes at most n ids)
-            memcpy(e.piece, s, n)                                    # n <= LONG_SLOT_BYTES
-            memcpy(e.ids, out.data + before, (out.size - before) * sizeof(uint32_t))   # <= n entries
-            e.n_ids = <int32_t>(out.size - before)
-            e.length = <int32_t>n
-        return rc
-    if LONG_MEMO_MIN <= n <= LONG_MEMO_MAX:
-        if (scratch.last_len == n and scratch.last_vocab == vocab and scratch.last_opt == opt
-                and memcmp(scratch.last_piece, s, n) == 0):
-            if idvec_reserve(out, scratch.last_n) != BPE_OK:
-                return BPE_NOMEM
-            memcpy(out.data + out.size, scratch.last_ids, scratch.last_n * sizeof(uint32_t))  # reserved above
-            out.size += scratch.last_n
-            return BPE_OK
-        rc = merge_piece_uncached(vocab, opt, s, n, out, scratch)
-        if rc == BPE_OK:
-            remember_long(scratch, s, n, out.data + before, out.size - before)
-            if scratch.last_len == n:
-                scratch.last_vocab = vocab
-                scratch.last_opt = opt
-        return rc
-    return merge_piece_uncached(vocab, opt, s, n, out, scratch)
+    cdef uint32_t bit
+    cdef bint asked = True
+    if n < LONG_STORE_MIN or n > LONG_STORE_MAX:
+        return merge_piece_uncached(vocab, opt, s, n, out, scratch)
+    h = hash_bytes(s, n, load_head_padded(s, n))                   # n >= 15: 8 bytes readable
+    bit = <uint32_t>(h >> 32) & ((1u << LONG_MANY_BITS) - 1)
+    if n <= CACHE_MAX_PIECE:
+        asked = long_store_owns(scratch, vocab, opt) and (scratch.long_store.many_ids[bit >> 3] >> (bit & 7)) & 1
+    if asked:
+        rc = long_store_get(scratch, vocab, opt, s, n, h, out)
+        if rc != 0:
+            return BPE_OK if rc > 0 else BPE_NOMEM
+    rc = merge_piece_uncached(vocab, opt, s, n, out, scratch)
+    k = out.size - before
+    if rc == BPE_OK and (n > CACHE_MAX_PIECE or k > CACHE_MAX_IDS):  # what the piece cache cannot keep
+        if long_store_ready(scratch, vocab, opt):
+            scratch.long_store.many_ids[bit >> 3] |= <uint8_t>(1 << (bit & 7))
+            long_store_put(scratch, s, n, h, out.data + before, k)
+    return rc
 
 
-cdef LongEntry* long_entry(const Tables* vocab, const BpeOptions* opt, BpeScratch* sc, uint64_t h) noexcept nogil:
-    # The entry of sc.longs for a piece of hash h, emptied of another encoder's pieces; NULL when it cannot
-    # be allocated (the piece is then merged without the memo).
-    cdef Py_ssize_t i
-    if sc.longs == NULL:
-        sc.longs = <LongEntry*>malloc(LONG_SLOTS * sizeof(LongEntry))
-        if sc.longs == NULL:
-            return NULL
-        sc.longs_vocab = NULL
-    if sc.longs_vocab != vocab or sc.longs_opt != opt:
-        for i in range(LONG_SLOTS):
-            sc.longs[i].length = -1
-            sc.longs[i].seen = 0
-        sc.longs_vocab = vocab
-        sc.longs_opt = opt
-    return &sc.longs[h & (LONG_SLOTS - 1)]                         # masked: < LONG_SLOTS
+cdef inline bint long_store_owns(BpeScratch* sc, const Tables* vocab, const BpeOptions* opt) noexcept nogil:
+    # sc has a store, of pieces merged with this vocabulary and these options.
+    return sc.long_store != NULL and sc.long_store.vocab == vocab and sc.long_store.opt == opt
 
 
-cdef void remember_long(BpeScratch* sc, const uint8_t* s, Py_ssize_t n, const uint32_t* ids, Py_ssize_t k) noexcept nogil:
-    # Keep (s[0:n] -> ids[0:k]) as the last long piece; on allocation failure keep nothing.  Both buffers
-    # are allocated once at their largest (n <= LONG_MEMO_MAX, k <= n): a realloc per long piece cost two
-    # calls of about 200 instructions each on CJK text, where most pieces of 49 bytes and more are new.
-    sc.last_len = -1
-    if k > LONG_MEMO_MAX:                               # never (k <= n), but the buffer's bound must not rest on it
+cdef bint long_store_ready(BpeScratch* sc, const Tables* vocab, const BpeOptions* opt) noexcept nogil:
+    # Make sc's store at the first call, and empty it when the vocabulary or options change; False without
+    # memory for it (pieces are then merged each time).
+    cdef LongStore* st = sc.long_store
+    if st == NULL:
+        st = <LongStore*>calloc(1, sizeof(LongStore))
+        if st == NULL:
+            return False
+        st.ring = <uint8_t*>malloc(LONG_STORE_BYTES)
+        st.index = <LongRef*>calloc(LONG_STORE_SLOTS, sizeof(LongRef))
+        st.many_ids = <uint8_t*>calloc((1u << LONG_MANY_BITS) // 8, 1)
+        if st.ring == NULL or st.index == NULL or st.many_ids == NULL:
+            free(st.ring)
+            free(st.index)
+            free(st.many_ids)
+            free(st)
+            return False
+        sc.long_store = st
+    if st.vocab != vocab or st.opt != opt:
+        memset(st.index, 0, LONG_STORE_SLOTS * sizeof(LongRef))
+        memset(st.many_ids, 0, (1u << LONG_MANY_BITS) // 8)
+        st.vocab = vocab
+        st.opt = opt
+    return True
+
+
+cdef inline Py_ssize_t long_record_bytes(Py_ssize_t n, Py_ssize_t k) noexcept nogil:
+    # A record of a piece of n bytes and k ids: its LongRecord, the ids, the bytes, rounded up to 8.
+    return (<Py_ssize_t>sizeof(LongRecord) + k * 4 + n + 7) & ~(<Py_ssize_t>7)
+
+
+cdef int long_store_get(BpeScratch* sc, const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
+                        uint64_t h, IdVec* out) noexcept nogil:
+    # The ids of s[0:n] (h: its hash_bytes, whose low bits pick the index entry and high half is the tag)
+    # appended to out when sc's store holds the piece: 1; 0 when it does not; -1 when out cannot grow.
+    cdef LongStore* st = sc.long_store
+    cdef LongRef* ref
+    cdef const LongRecord* rec
+    cdef const uint32_t* ids
+    if not long_store_owns(sc, vocab, opt):
+        return 0
+    ref = &st.index[h & (LONG_STORE_SLOTS - 1)]                     # masked: < LONG_STORE_SLOTS
+    if ref.tag != <uint32_t>((h >> 32) | 1) or st.written - ref.start > LONG_STORE_BYTES:
+        return 0
+    # Whole (checked above): the record lies at start % LONG_STORE_BYTES, inside the ring (long_store_put).
+    rec = <const LongRecord*>(st.ring + ref.start % LONG_STORE_BYTES)
+    ids = <const uint32_t*>(rec + 1)
+    # rec.n_ids <= n (put's check): the record's bytes end inside the ring.
+    if rec.length != n or rec.n_ids > <uint32_t>n or memcmp(ids + rec.n_ids, s, n) != 0:
+        return 0
+    if idvec_reserve(out, rec.n_ids) != BPE_OK:
+        return -1
+    memcpy(out.data + out.size, ids, rec.n_ids * sizeof(uint32_t))   # reserved above
+    out.size += rec.n_ids
+    st.hits += 1
+    return 1
+
+
+cdef void long_store_put(BpeScratch* sc, const uint8_t* s, Py_ssize_t n, uint64_t h, const uint32_t* ids,
+                         Py_ssize_t k) noexcept nogil:
+    # Keep (s[0:n] -> ids[0:k]) in sc's store (long_store_ready was true) at the second miss of its entry for
+    # this piece: most long pieces are met once, and their records would push out those met again.
+    # n <= LONG_STORE_MAX and k <= n (BPE makes at most one id per byte), so a record is at most
+    # 5 * LONG_STORE_MAX + 8 bytes, far less than the ring.
+    cdef LongStore* st = sc.long_store
+    cdef Py_ssize_t size = long_record_bytes(n, k), at
+    cdef LongRecord* rec
+    cdef LongRef* ref = &st.index[h & (LONG_STORE_SLOTS - 1)]      # masked: < LONG_STORE_SLOTS
+    cdef uint32_t tag = <uint32_t>((h >> 32) | 1)
+    if k > n or n > LONG_STORE_MAX:                 # never (see above), but the ring's bound must not rest on it
         return
-    if sc.last_piece == NULL:
-        sc.last_piece = <uint8_t*>malloc(LONG_MEMO_MAX)
-        if sc.last_piece == NULL:
-            return
-    if sc.last_ids == NULL:
-        sc.last_ids = <uint32_t*>malloc((LONG_MEMO_MAX + 1) * sizeof(uint32_t))
-        if sc.last_ids == NULL:
-            return
-    memcpy(sc.last_piece, s, n)                         # n <= LONG_MEMO_MAX (bpe_merge_piece checks)
-    memcpy(sc.last_ids, ids, k * sizeof(uint32_t))      # k <= LONG_MEMO_MAX, checked above
-    sc.last_n = k
-    sc.last_len = n
+    if ref.seen != tag:                             # a first miss: only noted
+        ref.seen = tag
+        return
+    at = st.written % LONG_STORE_BYTES
+    if at + size > LONG_STORE_BYTES:                # no room before the ring's end: start over at its beginning
+        st.written += LONG_STORE_BYTES - at
+        at = 0
+    rec = <LongRecord*>(st.ring + at)               # at + size <= LONG_STORE_BYTES; at is a multiple of 8
+    rec.length = <uint32_t>n
+    rec.n_ids = <uint32_t>k
+    memcpy(<uint32_t*>(rec + 1), ids, k * sizeof(uint32_t))
+    memcpy(<uint8_t*>(<uint32_t*>(rec + 1) + k), s, n)
+    ref.tag = tag
+    ref.start = st.written
+    st.written += size
 
 
 cdef int merge_piece_uncached(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
@@ -1083,6 +1112,41 @@ cdef int merge_piece_uncached(const Tables* vocab, const BpeOptions* opt, const 
                 return rc
             return merge_chunked(vocab, opt, s, n, out, scratch)
     return merge_only(vocab, opt, s, n, out, scratch)
+
+
+def _long_store_for_test(Vocab py_vocab, list pieces, int passes):
+    """Merge `pieces` (bytes) `passes` times in order through one scratch, as a tiktoken file's encoder does
+    (byte-level, whole pieces first): the ids of the last pass, and how many pieces the long-piece store
+    answered over all passes."""
+    cdef const Tables* vocab = &py_vocab.t
+    cdef BpeOptions opt
+    cdef BpeScratch sc
+    cdef IdVec out
+    cdef bytes p
+    cdef Py_ssize_t before
+    cdef uint64_t hits
+    opt.char_level = False
+    opt.char_token = NULL
+    opt.byte_fallback = False
+    opt.unk_id = NO_ID
+    opt.fuse_unk = False
+    opt.whole_piece_first = True
+    scratch_init(&sc)
+    out.data = NULL; out.size = 0; out.cap = 0
+    result = []
+    try:
+        for k in range(passes):
+            result = []
+            for p in pieces:
+                before = out.size
+                if bpe_merge_piece(vocab, &opt, <const uint8_t*><char*>p, len(p), &out, &sc) != BPE_OK:
+                    raise MemoryError()
+                result.append([out.data[i] for i in range(before, out.size)])
+        hits = sc.long_store.hits if sc.long_store != NULL else 0
+        return result, hits
+    finally:
+        idvec_free(&out)
+        scratch_free(&sc)
 
 
 def _merge_for_test(Vocab py_vocab, bytes piece, bint tree, bint char_level=False, bint byte_fallback=False,

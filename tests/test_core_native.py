@@ -9,7 +9,7 @@ import pytest
 import tiktoken
 
 import ctok
-from ctok._bpe import _merge_for_test
+from ctok._bpe import _long_store_for_test, _merge_for_test
 from ctok._encoder import CoreEncoder
 from ctok._vocab import Vocab
 from _shared import corpus_names, corpus_text, reference_encoding
@@ -361,9 +361,9 @@ def test_long_tokens_and_near_misses_encode_like_tiktoken(o200k, o200k_ref):
 
 
 def test_repeated_long_pieces_encode_like_tiktoken(o200k, o200k_ref):
-    # Pieces of 49-256 bytes, too long for the piece cache, are kept per scratch from their second miss
-    # (LongEntry): separator and rule lines that alternate, pieces of equal length and different bytes
-    # (which may share an entry), the limits 48/49 and 256/257, and non-ASCII-led runs that are never kept.
+    # Pieces too long for the piece cache are kept per scratch from their second miss (LongStore): separator
+    # and rule lines that alternate, pieces of equal length and different bytes (which may share an entry), the
+    # limits 48/49 and 256/257, and runs of other scripts.
     rnd = random.Random(SEED)
     lines = []
     for ch in "#=-+*~_.":
@@ -377,3 +377,74 @@ def test_repeated_long_pieces_encode_like_tiktoken(o200k, o200k_ref):
         assert o200k.encode_ordinary(text) == o200k_ref.encode_ordinary(text)
     parts = [text[i:i + 5000] for i in range(0, len(text), 5000)]
     assert o200k.encode_ordinary_batch(parts, num_threads=2) == o200k_ref.encode_ordinary_batch(parts)
+
+
+def _long_runs(rnd, count, length):
+    # Distinct pieces of `length` bytes that no split pattern cuts: lower-case letters, and runs of Thai (no
+    # spaces, about a token per letter or two) and of Han characters.
+    out = []
+    thai = [chr(c) for c in range(0x0E01, 0x0E2F)]
+    han = [chr(c) for c in range(0x4E00, 0x4E00 + 3000)]
+    for i in range(count):
+        kind = i % 3
+        if kind == 0:
+            out.append("".join(rnd.choice("etaoinshrdlu") for _ in range(length)))
+        elif kind == 1:
+            out.append("".join(rnd.choice(thai) for _ in range(length // 3)))
+        else:
+            out.append("".join(rnd.choice(han) for _ in range(length // 3)))
+    return out
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base"])
+def test_long_piece_store_across_calls_and_ring_wraps(name):
+    # The store keeps long pieces (and pieces of more ids than the piece cache holds) from their second miss,
+    # in a ring of 4 MB: met three times in a cycle longer than the ring, the third meeting finds some records
+    # whole and others overwritten (those must be merged again, never read stale).  Each call is one line of
+    # pieces, as a server meets them; every result must be tiktoken's.
+    enc = ctok.get_encoding(name)
+    ref = reference_encoding(name).enc
+    rnd = random.Random(SEED + 7)
+    runs = _long_runs(rnd, 2400, 600) + _long_runs(rnd, 600, 45) + _long_runs(rnd, 300, 3000)
+    want = {r: ref.encode_ordinary(r) for r in runs}
+    enc.set_prefix_cache(0)
+    try:
+        for _ in range(3):
+            for r in runs:
+                assert enc.encode_ordinary(r) == want[r], r[:40]
+        lines = [" ".join(rnd.sample(runs[:60], 5)) for _ in range(200)]      # several long pieces a call
+        for line in lines + lines:
+            assert enc.encode_ordinary(line) == ref.encode_ordinary(line)
+    finally:
+        enc.set_prefix_cache(None)
+
+
+def test_long_piece_store_answers_from_the_third_meeting(o200k_ref):
+    # Kept at the second miss, a long piece is answered at its third meeting (all fit in the ring here), and
+    # a piece of at most 48 bytes only when it has more ids than the piece cache holds (15 Thai letters).
+    vocab = ctok.get_encoding("o200k_base")._core.vocab
+    rnd = random.Random(SEED + 8)
+    runs = [r.encode() for r in _long_runs(rnd, 300, 600)]
+    ids, hits = _long_store_for_test(vocab, runs, 3)
+    assert ids == [o200k_ref.encode_ordinary(r.decode()) for r in runs]
+    assert hits >= 0.95 * len(runs)                     # all but those whose index entry another one took
+    short = [r.encode() for r in _long_runs(rnd, 300, 45)]
+    want = [o200k_ref.encode_ordinary(r.decode()) for r in short]
+    ids, hits = _long_store_for_test(vocab, short, 3)
+    assert ids == want
+    many = sum(len(w) > 14 for w in want)
+    assert many > 0 and many >= hits >= 0.95 * many
+
+
+def test_long_piece_store_ring_overwritten(o200k_ref):
+    # More records than the 4 MB ring holds, met in a cycle three times: by a piece's third meeting its record
+    # has been overwritten (its index entry still points there), so it must be merged again, never read; the
+    # last pieces of the cycle, met once more right after, are answered from their fresh records.
+    vocab = ctok.get_encoding("o200k_base")._core.vocab
+    rnd = random.Random(SEED + 9)
+    runs = [r.encode() for r in _long_runs(rnd, 4000, 600)]
+    want = {r: o200k_ref.encode_ordinary(r.decode()) for r in runs}
+    seq = runs * 3 + runs[-200:]
+    ids, hits = _long_store_for_test(vocab, seq, 1)
+    assert ids == [want[r] for r in seq]
+    assert 150 <= hits <= 200                   # all but those whose index entry another piece took
