@@ -75,7 +75,7 @@ cdef struct BpeScratch:
     int32_t* next
     # Pair memo: the merge lookups of recent pieces, direct mapped, PAIR_MEMO entries of (pair, key).
     # A text reuses a small set of pairs over and over (CJK above all); the memo answers them from L1/L2
-    # where the vocabulary's merge lists would cost a walk through memory.  Valid for memo_owner only.
+    # where the vocabulary's merge regions would cost a walk through memory.  Valid for memo_owner only.
     uint64_t* memo
     const Tables* memo_owner
     uint64_t* tree          # merge_tree's min-tree, 2 * (m rounded up to a power of two) keys

@@ -319,7 +319,7 @@ cdef class Vocab:
     cdef bint _borrowed              # True: the tables live in _backing (never test _backing itself in
                                      # __dealloc__: the garbage collector may have cleared it already)
     cdef public bint rank_merges     # True: tiktoken semantics (pairs derived from the vocabulary)
-    cdef PairEntry* _hpairs          # build-time (left, right) hash table; freed once the lists are built
+    cdef PairEntry* _hpairs          # build-time (left, right) hash table; freed once the regions are built
     cdef uint64_t _hmask
     cdef Py_ssize_t _hcount
     cdef void _build_slots(self, Py_ssize_t n_ord) except *

@@ -46,7 +46,7 @@ cdef int _cmp_right(const void* a, const void* b) noexcept nogil:
 
 cdef inline bint _pair(const Tables* t, const PairEntry* tab, uint64_t mask, uint32_t left, uint32_t right,
                        uint32_t* rank, uint32_t* new_id) noexcept nogil:
-    # The merge of (left, right) from the build-time hash table when tab is given, else from the lists.
+    # The merge of (left, right) from the build-time hash table when tab is given, else from the merge regions.
     if tab != NULL:
         return hpair_lookup(tab, mask, left, right, rank, new_id)
     return tables_pair(t, left, right, rank, new_id)

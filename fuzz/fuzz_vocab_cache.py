@@ -35,6 +35,10 @@ def setup():
               (index[b"hell"], index[b"o"]), (index[b" "], index[b"w"]), (index[b"o"], index[b"r"])]
     v2 = Vocab(tokens, merges, {400: b"</s>"})
     BLOBS.append(v2.to_bytes())
+    # Merge regions with index levels (Tables.pair_region): 258 merges after "a" (two levels), 40 after "b" (one).
+    wide = singles + [b"he", b"ll"] + [b"a" + bytes([x]) for x in range(256)] + [b"ahe", b"all"]
+    wide += [b"b" + bytes([x]) for x in range(40)]
+    BLOBS.append(Vocab(wide, None, {600: b"<|end|>"}).to_bytes())
     KINDS.extend(sorted(set(getattr(_pretok, "KINDS", {"whole": 0}).values())))
 
 
@@ -54,7 +58,7 @@ def test_one_input(data):
     kind = KINDS[fdp.ConsumeIntInRange(0, len(KINDS) - 1)]
     core = CoreEncoder(vocab=v, pretok_kind=kind, piece_cache_bytes=4096 if fdp.ConsumeBool() else 0)
     text = fdp.ConsumeBytes(fdp.ConsumeIntInRange(0, 600))
-    for piece in (text, b"hello world", "\u4e2d\u6587 hello".encode()):
+    for piece in (text, b"hello world", "\u4e2d\u6587 hello".encode(), b"ahe all abba bb\x01a\xff"):
         ids = core.encode_ordinary(piece)
         assert all(0 <= i < v.size for i in ids), ("id out of range", ids)
         try:

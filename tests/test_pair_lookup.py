@@ -6,6 +6,7 @@ edge cases are run lengths (0, 1, 2, every length up to past 64, and around each
 every (left, right) of two synthetic vocabularies is asked, on the built tables and on the compiled round
 trip (Vocab.from_bytes reads the same regions from a buffer, and refuses a damaged index).
 """
+import functools
 import random
 import struct
 
@@ -35,32 +36,6 @@ def _synthetic():
     return Vocab(tokens, merges), want
 
 
-@pytest.fixture(scope="module")
-def synthetic():
-    return _synthetic()
-
-
-def _check_all(vocab, want):
-    wrong = []
-    for left in range(N_TOKENS):
-        for right in range(N_TOKENS):
-            got = vocab.merge_of(left, right)
-            if got != want.get((left, right)):
-                wrong.append((left, right, got, want.get((left, right))))
-    assert not wrong, wrong[:10]
-
-
-def test_every_pair_of_a_synthetic_vocabulary(synthetic):
-    vocab, want = synthetic
-    assert vocab.pair_count == len(want)
-    _check_all(vocab, want)
-
-
-def test_every_pair_after_the_compiled_round_trip(synthetic):
-    vocab, want = synthetic
-    _check_all(Vocab.from_bytes(vocab.to_bytes()), want)
-
-
 DEEP_TOKENS = 5200
 DEEP_SIZES = [1, 2, 15, 16, 17, 31, 32, 33, 255, 256, 257, 300, 4095, 4096, 4097, DEEP_TOKENS]
 
@@ -77,30 +52,37 @@ def _deep():
     return Vocab(tokens, merges), want
 
 
-@pytest.fixture(scope="module")
-def deep():
-    return _deep()
+@functools.lru_cache(maxsize=None)
+def _case(name):
+    # (vocab, want, lefts, rights): every left with merges and every right of one synthetic vocabulary.
+    if name == "short runs":
+        vocab, want = _synthetic()
+        return vocab, want, range(N_TOKENS), range(N_TOKENS)
+    vocab, want = _deep()
+    return vocab, want, range(len(DEEP_SIZES) + 1), range(DEEP_TOKENS)
 
 
-def _check_deep(vocab, want):
+def _check(vocab, want, lefts, rights):
     wrong = []
-    for left in range(len(DEEP_SIZES) + 1):
-        for right in range(DEEP_TOKENS):
+    for left in lefts:
+        for right in rights:
             got = vocab.merge_of(left, right)
             if got != want.get((left, right)):
                 wrong.append((left, right, got, want.get((left, right))))
     assert not wrong, wrong[:10]
 
 
-def test_every_pair_of_long_runs(deep):
-    vocab, want = deep
+@pytest.mark.parametrize("name", ["short runs", "long runs"])
+def test_every_pair(name):
+    vocab, want, lefts, rights = _case(name)
     assert vocab.pair_count == len(want)
-    _check_deep(vocab, want)
+    _check(vocab, want, lefts, rights)
 
 
-def test_long_runs_after_the_compiled_round_trip(deep):
-    vocab, want = deep
-    _check_deep(Vocab.from_bytes(vocab.to_bytes()), want)
+@pytest.mark.parametrize("name", ["short runs", "long runs"])
+def test_every_pair_after_the_compiled_round_trip(name):
+    vocab, want, lefts, rights = _case(name)
+    _check(Vocab.from_bytes(vocab.to_bytes()), want, lefts, rights)
 
 
 def _pair_sections(data):
@@ -113,10 +95,10 @@ def _pair_sections(data):
     return n, region, right, key
 
 
-def test_damaged_index_is_refused(deep):
+def test_damaged_index_is_refused():
     # An index entry that is not the largest right under it, or a count that does not fit the region, would
     # send the lookup down the wrong node: from_bytes refuses both.
-    vocab, _ = deep
+    vocab = _case("long runs")[0]
     good = vocab.to_bytes()
     n, region, right, key = _pair_sections(good)
     left = DEEP_SIZES.index(4097)
