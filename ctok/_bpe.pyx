@@ -977,6 +977,9 @@ cdef int bpe_encode_piece(const Tables* vocab, const BpeOptions* opt, const uint
 
 cdef int bpe_merge_piece(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
                          IdVec* out, BpeScratch* scratch) noexcept nogil:
+    # The merge, through the scratch's store of the pieces the piece cache cannot keep (LongStore): asked for
+    # every piece of more than CACHE_MAX_PIECE bytes, and for a shorter one only when its hash's bit in
+    # many_ids says it may have more ids than the piece cache holds; given what it cannot keep.
     cdef Py_ssize_t before = out.size, k
     cdef int rc
     cdef uint64_t h
