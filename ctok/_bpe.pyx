@@ -1117,6 +1117,16 @@ cdef int merge_piece_uncached(const Tables* vocab, const BpeOptions* opt, const 
     return merge_only(vocab, opt, s, n, out, scratch)
 
 
+cdef void _options_for_test(BpeOptions* opt, bint char_level, bint byte_fallback, Py_ssize_t unk_id, bint fuse_unk,
+                            bint whole_piece_first) noexcept:
+    opt.char_level = char_level
+    opt.char_token = NULL
+    opt.byte_fallback = byte_fallback
+    opt.unk_id = NO_ID if unk_id < 0 else <uint32_t>unk_id
+    opt.fuse_unk = fuse_unk
+    opt.whole_piece_first = whole_piece_first
+
+
 def _long_store_for_test(Vocab py_vocab, list pieces, int passes):
     """Merge `pieces` (bytes) `passes` times in order through one scratch, as a tiktoken file's encoder does
     (byte-level, whole pieces first): the ids of the last pass, and how many pieces the long-piece store
@@ -1128,12 +1138,7 @@ def _long_store_for_test(Vocab py_vocab, list pieces, int passes):
     cdef bytes p
     cdef Py_ssize_t before
     cdef uint64_t hits
-    opt.char_level = False
-    opt.char_token = NULL
-    opt.byte_fallback = False
-    opt.unk_id = NO_ID
-    opt.fuse_unk = False
-    opt.whole_piece_first = True
+    _options_for_test(&opt, False, False, -1, False, True)
     scratch_init(&sc)
     out.data = NULL; out.size = 0; out.cap = 0
     result = []
@@ -1162,12 +1167,7 @@ def _merge_for_test(Vocab py_vocab, bytes piece, bint tree, bint char_level=Fals
     cdef Py_ssize_t m, i
     cdef bint bytewise
     cdef const uint8_t* sp
-    opt.char_level = char_level
-    opt.char_token = NULL
-    opt.byte_fallback = byte_fallback
-    opt.unk_id = NO_ID if unk_id < 0 else <uint32_t>unk_id
-    opt.fuse_unk = fuse_unk
-    opt.whole_piece_first = whole_piece_first
+    _options_for_test(&opt, char_level, byte_fallback, unk_id, fuse_unk, whole_piece_first)
     scratch_init(&sc)
     out.data = NULL; out.size = 0; out.cap = 0
     try:

@@ -268,10 +268,32 @@ cdef inline uint32_t pair_level_size(uint32_t n, uint32_t level) noexcept nogil:
     return <uint32_t>((<uint64_t>n + (<uint64_t>1 << (4 * level)) - 1) >> (4 * level))
 
 
+cdef inline uint64_t pair_region_size(uint32_t n) noexcept nogil:
+    # Slots of a region of n merges: the merges, and above PAIR_NODE the count and every index level.
+    cdef uint64_t size = n
+    cdef uint32_t level
+    if n > PAIR_NODE:
+        size += 1
+        for level in range(1, pair_index_levels(n) + 1):
+            size += pair_level_size(n, level)
+    return size
+
+
+cdef inline uint32_t pair_index_source(uint32_t n, uint32_t level, uint32_t j) noexcept nogil:
+    # The merge whose right is entry j of index level `level` over n merges: the last one under the entry.
+    return <uint32_t>min((<uint64_t>j + 1) << (4 * level), <uint64_t>n) - 1
+
+
+cdef inline uint32_t pair_count(const Tables* t, uint32_t s, uint32_t r) noexcept nogil:
+    # The merges of the region of r slots at s: r itself up to PAIR_NODE, else the count in its first slot.
+    return r if r <= PAIR_NODE else t.pair_right[s]                 # r > PAIR_NODE: s < pair_slots
+
+
 cdef inline uint32_t pair_merges(const Tables* t, uint32_t left, uint32_t* first) noexcept nogil:
-    """The number of merges with `left` on the left; first: the slot of the first (they end the region)."""
+    """The number of merges with `left` on the left (0 for none); first: the slot of the first (they end
+    the region)."""
     cdef uint32_t s = t.pair_region[left], r = t.pair_region[left + 1] - t.pair_region[left]
-    cdef uint32_t n = r if r <= PAIR_NODE else t.pair_right[s]     # r > 0 here: s < pair_slots
+    cdef uint32_t n = pair_count(t, s, r)
     first[0] = s + r - n
     return n
 
@@ -284,7 +306,7 @@ cdef inline uint64_t tables_pair_key(const Tables* t, uint32_t left, uint32_t ri
     cdef bint hit
     if r == 0:
         return 0xFFFFFFFFFFFFFFFFULL
-    n = r if r <= PAIR_NODE else t.pair_right[s]            # s < pair_slots (r > 0)
+    n = pair_count(t, s, r)
     level = pair_index_levels(n)
     s += level != 0                                         # past the count
     # b: the block of the level below that holds the first right >= `right` (its last block when none does:

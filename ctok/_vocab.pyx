@@ -413,8 +413,6 @@ cdef class Vocab:
             for i in range(n):
                 first_use[i] = 0x7FFFFFFFFFFFFFFF
             for i in range(n):
-                if t.pair_region[i + 1] == t.pair_region[i]:
-                    continue
                 for k in range(pair_merges(t, <uint32_t>i, &first)):
                     rank = <uint32_t>(t.pair_key[first + k] >> 32)
                     if <int64_t>rank < first_use[i]:
@@ -493,7 +491,7 @@ cdef class Vocab:
                 if x < CP_SEVERAL:
                     is_char[x] = 1                            # x < n: an id of this vocabulary
             for i in range(n):
-                if not is_char[i] or t.pair_region[i + 1] == t.pair_region[i]:
+                if not is_char[i]:
                     continue
                 for k in range(pair_merges(t, <uint32_t>i, &first)):
                     if is_char[t.pair_right[first + k]]:      # right < n (checked merges)
@@ -532,8 +530,6 @@ cdef class Vocab:
                 raise MemoryError()
         memset(self.t.byte_ctx, 0xFF, BYTE_CTX_SIZE * sizeof(uint32_t))
         for left in range(self.t.n_ids):
-            if self.t.pair_region[left + 1] == self.t.pair_region[left]:
-                continue
             hi = pair_merges(&self.t, <uint32_t>left, &lo)
             for k in range(lo, lo + hi):
                 right = self.t.pair_right[k]
@@ -621,7 +617,7 @@ cdef class Vocab:
         # merges are gathered and sorted by right as PairItems first.
         cdef Py_ssize_t n_ids = self.t.n_ids, left
         cdef uint64_t j, size = self._hmask + 1, slots = 0
-        cdef uint32_t n, level, m, at, lo, src
+        cdef uint32_t n, level, m, at, lo
         cdef uint32_t* start = NULL
         cdef uint32_t* fill = NULL
         cdef PairItem* items = NULL
@@ -651,11 +647,7 @@ cdef class Vocab:
                 n = start[left + 1] - start[left]
                 if n > 1:
                     qsort(&items[start[left]], n, sizeof(PairItem), _cmp_right)
-                slots += n
-                if n > PAIR_NODE:
-                    slots += 1
-                    for level in range(1, pair_index_levels(n) + 1):
-                        slots += pair_level_size(n, level)
+                slots += pair_region_size(n)
             if slots >= 0xFFFFFFFF - PAIR_NODE:
                 raise ValueError("too many merges")
             self.t.pair_region = <uint32_t*>malloc((n_ids + 1) * sizeof(uint32_t))
@@ -674,13 +666,11 @@ cdef class Vocab:
                 if n > PAIR_NODE:
                     self.t.pair_right[at] = n
                     at += 1
-                    # From the top level down; level k's entry j is the largest right under it, that of
-                    # merge min((j + 1) * 16^k, n) - 1.
+                    # From the top level down, each entry the largest right under it.
                     for level in range(pair_index_levels(n), 0, -1):
                         m = pair_level_size(n, level)
                         for j in range(m):
-                            src = <uint32_t>min((j + 1) << (4 * level), <uint64_t>n) - 1
-                            self.t.pair_right[at + j] = items[lo + src].right
+                            self.t.pair_right[at + j] = items[lo + pair_index_source(n, level, j)].right
                         at += m
                 for j in range(n):
                     self.t.pair_right[at + j] = items[lo + j].right
@@ -931,16 +921,9 @@ cdef class Vocab:
             r = v.t.pair_region[j + 1] - s
             if r == 0:
                 continue
-            count = r
-            if r > PAIR_NODE:
-                count = v.t.pair_right[s]
-                if count <= PAIR_NODE or count >= r:
-                    raise ValueError("compiled vocabulary: bad merge table")
-                m = 1
-                for level in range(1, pair_index_levels(count) + 1):
-                    m += pair_level_size(count, level)
-                if <uint64_t>m + count != r:
-                    raise ValueError("compiled vocabulary: bad merge table")
+            count = pair_count(&v.t, s, r)
+            if (r > PAIR_NODE and count <= PAIR_NODE) or pair_region_size(count) != r:
+                raise ValueError("compiled vocabulary: bad merge table")
             first = s + r - count
             last = -1
             for k in range(first, first + count):
@@ -957,7 +940,7 @@ cdef class Vocab:
                     m = pair_level_size(count, level)
                     for src in range(m):
                         if (v.t.pair_key[k + src] != 0xFFFFFFFFFFFFFFFFULL or v.t.pair_right[k + src]
-                                != v.t.pair_right[first + min((<uint64_t>src + 1) << (4 * level), count) - 1]):
+                                != v.t.pair_right[first + pair_index_source(count, level, src)]):
                             raise ValueError("compiled vocabulary: bad merge index")
                     k += m
         if merges != n_pairs:
