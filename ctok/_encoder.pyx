@@ -19,7 +19,7 @@ from libc.string cimport memcpy, memcmp, memset, memmove
 from ctok._vocab cimport (Vocab, Tables, Slot, NO_ID, tables_lookup, tables_lookup_hashed, hash_bytes, load_head,
                          load_head_padded, load_tail, bit_at)
 from ctok._piece_cache cimport (PieceCache, CacheEntry, cache_get, cache_put, cache_init, cache_free, cache_bytes,
-                               cache_note_hits, CACHE_MAX_PIECE)
+                               cache_note_hits, cache_prefetch, CACHE_MAX_PIECE)
 from ctok._bpe cimport (IdVec, BpeScratch, BpeOptions, BPE_OK, BPE_NOMEM, idvec_free, idvec_reserve, idvec_push, scratch_init,
                         scratch_free, bpe_encode_piece, bpe_merge_piece, utf8_len, HotEntry, HOT_BITS, HOT_MAX_PIECE,
                         HOT_MAX_IDS, HOT_CACHED, scratch_hot)
@@ -404,8 +404,8 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
     # Two ways through a batch:
     # - one pass, when the table answered nearly every piece of the batch before (warm text): each piece is
     #   probed and its ids written at once, a miss going the long way on the spot;
-    # - two passes otherwise (text not seen before): every piece probed first, and the token-table slots of
-    #   those it misses prefetched, so that their lookups wait for memory together.
+    # - two passes otherwise (text not seen before): every piece probed first, and the token-table slots and
+    #   piece-cache entries of those it misses prefetched, so that their lookups wait for memory together.
     # The one pass costs about 30 instructions a piece less (no keys kept between the passes, no second probe)
     # and one mispredicted branch per miss instead of two.
     cdef Py_ssize_t k, j, ln
@@ -520,6 +520,8 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
                             else load_head(s + bounds[j], ln))
                 hashes[j] = hash_bytes(s + bounds[j], ln, heads[j])
                 ctok_prefetch(&slots[hashes[j] & slot_mask])          # masked to the table size
+                if 2 <= ln <= CACHE_MAX_PIECE:
+                    cache_prefetch(&st.cache, hashes[j])               # where it goes if it is no token
         misses = 0
         for j in range(k):
             ln = bounds[j + 1] - bounds[j]

@@ -1,5 +1,5 @@
 # Contract of the bounded, thread-safe piece cache (see _piece_cache.pyx for the why).
-from libc.stdint cimport uint8_t, uint32_t, uint64_t
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t
 from ctok._bpe cimport IdVec
 
 cdef enum:
@@ -10,7 +10,10 @@ cdef enum:
 cdef struct CacheEntry:         # 128 bytes: two per 256-byte pair of cache lines, none straddling
     uint64_t seq                # seqlock: odd while a writer owns the entry
     uint64_t hash               # hash of the piece bytes; 0 = empty
-    uint32_t length
+    uint16_t length
+    uint8_t spilled             # of a pair's first entry: 1 once some piece whose first pair this is went to its
+                                # second pair (set atomically by any writer, outside the sequence lock)
+    uint8_t unused
     uint32_t n_ids
     uint8_t piece[CACHE_MAX_PIECE]
     uint32_t ids[CACHE_MAX_IDS]
@@ -31,6 +34,29 @@ cdef struct PieceCache:
     uint64_t held               # bytes of all tables
     uint64_t max_bytes
     int growing                 # 1 while one thread builds the next table (atomic flag)
+
+cdef extern from "_piece_cache.h" nogil:
+    uint8_t ctok_byte_load(const uint8_t* p)
+    void ctok_byte_or(uint8_t* p, uint8_t v)
+    void ctok_entry_prefetch(const void* p)
+    void* ctok_table_peek(void* const* p)
+
+cdef inline uint64_t set_index(const CacheTable* t, uint64_t h) noexcept nogil:
+    # First entry of the first pair for hash h.  Bit 0 of h is always set (0 marks an empty entry), so the
+    # index is taken from the bits above it.
+    return (h >> 1) & t.mask & ~(<uint64_t>1)
+
+cdef inline uint64_t second_index(const CacheTable* t, uint64_t h) noexcept nogil:
+    # First entry of the second pair: the hash's high half (hash_bytes' best mixed bits, which set_index never
+    # reaches below 2**32 entries).
+    return (h >> 32) & t.mask & ~(<uint64_t>1)
+
+cdef inline void cache_prefetch(const PieceCache* c, uint64_t h) noexcept nogil:
+    # Ask memory for the entry a cache_get of hash h reads first: a caller that knows its next pieces' hashes
+    # overlaps their lookups' waits.
+    cdef const CacheTable* t = <const CacheTable*>ctok_table_peek(<void* const*>&c.table)   # stale: a wasted prefetch
+    if t != NULL:
+        ctok_entry_prefetch(&t.entries[set_index(t, h)])   # set_index(t, h) <= t.mask
 
 cdef bint cache_get(const PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_t h, IdVec* out) noexcept nogil
 cdef void cache_put(PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_t h, const uint32_t* ids,

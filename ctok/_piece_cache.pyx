@@ -5,9 +5,16 @@ pieces (names, code identifiers, common CJK runs).  Contract: `cache_get` either
 that `cache_put` stored for these bytes, or reports a miss; results never depend on whether it hit.
 
 Memory is fixed at creation (a power-of-two array of 128-byte entries within the byte budget), two-way
-set associative: a piece may sit in either entry of the pair its hash picks, and an insert takes a free
-or matching entry of the pair, else overwrites one of them (chosen by another hash bit).  Direct mapping
-lost a fifth of a book's distinct pieces to collisions, re-merged on every pass.  Each entry is guarded by a sequence lock: a writer
+set associative with a second choice: a piece may sit in either entry of the pair its hash picks (its first
+pair), or, when that pair was full, of a second pair picked by other hash bits; an insert takes a free or
+matching entry of the first pair, else a matching or free one of the second (and marks the first pair as
+spilled, in its first entry, so that lookups look at the second pair only behind a spilled first one), else
+overwrites an entry of the first pair (chosen by another hash bit).  Direct mapping lost a fifth of a book's
+distinct pieces to collisions, re-merged on every pass; with pairs alone, a server's stream of 5,000-text
+batches from seven corpus files (85K distinct pieces, a 16 MB table of 131,072 entries) still lost about
+6,000 pieces a batch once warm (a simulation of the inserts; the second choice: 650), and callgrind counted
+6,800 stores a batch in its ninth and tenth batches (5,000 with the second choice, of which about 2,000 are
+pieces never seen before).  Each entry is guarded by a sequence lock: a writer
 claims the entry by moving its sequence from even to odd with a compare-and-swap (losing writers skip
 the insert), writes, and publishes an even number; a reader copies the entry and accepts it only if the
 sequence was even and unchanged around the copy and the stored bytes equal the piece.
@@ -77,7 +84,7 @@ cdef extern from *:
     void* ctok_table_alloc(size_t n) nogil
     void ctok_table_free(void* p, size_t n) nogil
 
-from ctok._bpe cimport IdVec, idvec_reserve, BPE_OK
+from ctok._bpe cimport IdVec, idvec_reserve, idvec_free, BPE_OK
 
 cdef enum:
     HIT_SAMPLE_SHIFT = 60       # hits whose hash has its top 4 bits clear are counted ...
@@ -182,10 +189,10 @@ cdef uint64_t cache_bytes(const PieceCache* c) noexcept nogil:
     return c.held
 
 
-cdef inline uint64_t set_index(const CacheTable* t, uint64_t h) noexcept nogil:
-    # First entry of the pair for hash h.  Bit 0 of h is always set (0 marks an empty entry), so the
-    # index is taken from the bits above it.
-    return (h >> 1) & t.mask & ~(<uint64_t>1)
+cdef inline bint spilled(const CacheTable* t, uint64_t i) noexcept nogil:
+    # Whether a piece whose first pair starts at entry i went to its second pair (i even, i <= t.mask).  A
+    # racy read: a mark set meanwhile by another thread is at worst seen late, which is a miss.
+    return ctok_byte_load(&t.entries[i].spilled) != 0
 
 
 cdef inline bint piece_equal(const uint8_t* stored, const uint8_t* s, Py_ssize_t n) noexcept nogil:
@@ -237,11 +244,15 @@ cdef bint cache_get(const PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_
     if t == NULL or n > CACHE_MAX_PIECE or h == 0:
         return False
     i = set_index(t, h)                                 # i and i + 1 are inside the table (mask >= 15)
-    if entry_get(&t.entries[i], s, n, h, out) or entry_get(&t.entries[i + 1], s, n, h, out):
-        if (h >> HIT_SAMPLE_SHIFT) == 0:                # the top bits of the hash: one hit in HIT_SAMPLE
-            ctok_count_add(<unsigned long long*>&c.hits)
-        return True
-    return False
+    if not (entry_get(&t.entries[i], s, n, h, out) or entry_get(&t.entries[i + 1], s, n, h, out)):
+        if not spilled(t, i):
+            return False
+        i = second_index(t, h)                          # likewise
+        if not (entry_get(&t.entries[i], s, n, h, out) or entry_get(&t.entries[i + 1], s, n, h, out)):
+            return False
+    if (h >> HIT_SAMPLE_SHIFT) == 0:                    # the top bits of the hash: one hit in HIT_SAMPLE
+        ctok_count_add(<unsigned long long*>&c.hits)
+    return True
 
 
 cdef uint64_t cache_note_hits(PieceCache* c, uint64_t n) noexcept nogil:
@@ -253,13 +264,23 @@ cdef uint64_t cache_note_hits(PieceCache* c, uint64_t n) noexcept nogil:
 
 
 cdef inline CacheEntry* entry_for(CacheTable* t, uint64_t h) noexcept nogil:
-    # The entry a store of hash h takes: a free or matching one of its pair, else one picked by another bit.
+    # The entry a store of hash h takes: a free or matching one of its first pair; else a matching or free one
+    # of its second pair (the first then marked spilled); else one of its first pair, picked by another bit.
+    # Entries are never emptied, so a piece in its second pair never finds a free entry in its first.
     cdef uint64_t i = set_index(t, h)
+    cdef uint64_t j = second_index(t, h)
     if t.entries[i].hash == 0 or t.entries[i].hash == h:
         return &t.entries[i]
     if t.entries[i + 1].hash == 0 or t.entries[i + 1].hash == h:
         return &t.entries[i + 1]
-    return &t.entries[i + ((h >> 40) & 1)]
+    if t.entries[j].hash == h:
+        return &t.entries[j]
+    if t.entries[j + 1].hash == h:
+        return &t.entries[j + 1]
+    if t.entries[j].hash == 0 or t.entries[j + 1].hash == 0:
+        ctok_byte_or(&t.entries[i].spilled, 1)          # before the store: a reader that finds it looks there
+        return &t.entries[j] if t.entries[j].hash == 0 else &t.entries[j + 1]
+    return &t.entries[i + ((h >> 31) & 1)]
 
 
 cdef void grow(PieceCache* c, CacheTable* t) noexcept nogil:
@@ -270,6 +291,7 @@ cdef void grow(PieceCache* c, CacheTable* t) noexcept nogil:
     cdef CacheEntry tmp
     cdef CacheEntry* e
     cdef unsigned long long s1
+    cdef uint8_t keep
     if not ctok_flag_take(&c.growing):
         return
     if <CacheTable*>ctok_ptr_load_acquire(<void* const*>&c.table) != t or c.held + n * sizeof(CacheEntry) > c.max_bytes:
@@ -291,7 +313,9 @@ cdef void grow(PieceCache* c, CacheTable* t) noexcept nogil:
                 or tmp.n_ids > CACHE_MAX_IDS:
             continue
         e = entry_for(bigger, tmp.hash)
+        keep = e.spilled                                # its pair's mark in the new table, not the old one's
         memcpy(e, &tmp, sizeof(CacheEntry))
+        e.spilled = keep
         e.seq = 0
     bigger.older = t
     c.held += n * sizeof(CacheEntry)
@@ -331,3 +355,37 @@ cdef void cache_put(PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_t h, c
             if reused >= t.mask + 1 and c.held + 2 * (t.mask + 1) * sizeof(CacheEntry) <= c.max_bytes:
                 grow(c, t)
         ctok_count_reset(<unsigned long long*>&c.hits)
+
+
+def _cache_for_test(Py_ssize_t max_bytes, list puts, list gets, bint grow_first=False):
+    """Test hook: a cache of max_bytes; puts, (piece, hash, ids) with hashes the test picks (to aim pieces at
+    pairs), stored in order; then, after one growth when grow_first, each of gets, (piece, hash), looked up:
+    [its ids, or None on a miss], and the table's size in entries."""
+    cdef PieceCache c
+    cdef IdVec out
+    cdef uint32_t ids[CACHE_MAX_IDS]
+    cdef bytes piece
+    cdef Py_ssize_t k
+    if cache_init(&c, max_bytes) != 0 or c.table == NULL:
+        raise MemoryError("piece cache")
+    out.data = NULL
+    out.size = out.cap = 0
+    try:
+        for piece, h, id_list in puts:
+            if not 2 <= len(piece) <= CACHE_MAX_PIECE or not 1 <= len(id_list) <= CACHE_MAX_IDS or h % 2 == 0:
+                raise ValueError("a piece of 2..48 bytes, 1..14 ids, an odd hash")
+            for k in range(len(id_list)):
+                ids[k] = id_list[k]
+            cache_put(&c, piece, len(piece), h, ids, len(id_list))
+        if grow_first:
+            c.max_bytes = c.held * 3                    # room for the next table
+            grow(&c, c.table)
+        found = []
+        for piece, h in gets:
+            out.size = 0
+            found.append([out.data[k] for k in range(out.size)] if cache_get(&c, piece, len(piece), h, &out)
+                         else None)
+        return found, c.table.mask + 1
+    finally:
+        idvec_free(&out)
+        cache_free(&c)

@@ -11,6 +11,7 @@ import tiktoken
 import ctok
 from ctok._bpe import _long_store_for_test, _merge_for_test
 from ctok._encoder import CoreEncoder
+from ctok._piece_cache import _cache_for_test
 from ctok._vocab import Vocab
 from _shared import corpus_names, corpus_text, reference_encoding
 
@@ -143,6 +144,34 @@ def test_piece_cache_never_grows_past_a_small_budget(o200k):
     for _ in range(3):
         core.encode_ordinary(_distinct_words(rnd, 2_000).encode("ascii"))
     assert core.piece_cache_bytes == 64 * 128
+
+
+def _aimed(first, second, tag):
+    # A piece-cache hash whose first pair starts at entry `first` and second pair at entry `second` (even
+    # numbers below the table's size, at most 64 entries): the first pair's index is taken from bits 1 and up,
+    # the second's from the high half, bit 0 is always set.  tag (< 2**20) tells equal aims apart: an entry of
+    # the same hash is the piece's own place, taken over.
+    return (second << 32) | (tag << 8) | (first << 1) | 1
+
+
+def test_piece_cache_keeps_pieces_of_a_full_pair_in_their_second_pair():
+    # A 16-entry table.  Five pieces share their first pair: two fit there, the others go to their second
+    # pairs (two of them share one), and all five are found; without the second choice three would be lost.
+    pieces = [(f"piece{i}".encode(), _aimed(0, second, i), [100 + i, 7]) for i, second in enumerate([2, 2, 2, 2, 4])]
+    for grow_first in (False, True):            # a growth copies them into a table twice the size, still found
+        found, size = _cache_for_test(16 * 128, pieces, [(p, h) for p, h, _ in pieces], grow_first)
+        assert size == (32 if grow_first else 16)
+        assert found == [ids for _, _, ids in pieces]
+    # A sixth piece whose first and second pairs are both full takes an entry of its first pair: one of the
+    # two pieces there is lost, the pieces in second pairs are not.
+    extra = (b"piece5", _aimed(0, 2, 5), [99])
+    found, _ = _cache_for_test(16 * 128, pieces + [extra], [(p, h) for p, h, _ in pieces + [extra]])
+    assert found[5] == [99]
+    assert found[2:5] == [ids for _, _, ids in pieces[2:5]]
+    assert sorted(x is None for x in found[:2]) == [False, True]
+    # The bytes decide, not the hash: a piece never stored is a miss whatever its hash.
+    found, _ = _cache_for_test(16 * 128, pieces, [(b"other", pieces[3][1]), (b"piece3", pieces[3][1])])
+    assert found == [None, [103, 7]]
 
 
 def test_compiled_vocabulary_round_trip(o200k):

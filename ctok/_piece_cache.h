@@ -1,0 +1,14 @@
+/* Helpers of the piece cache's contract (_piece_cache.pxd) that the encoder inlines too: the racy byte reads
+   and writes of a table's spilled bits, and the prefetch of an entry. */
+#ifndef CTOK_PIECE_CACHE_H
+#define CTOK_PIECE_CACHE_H
+
+static inline unsigned char ctok_byte_load(const unsigned char* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+static inline void ctok_byte_or(unsigned char* p, unsigned char v) { __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
+static inline void* ctok_table_peek(void* const* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+static inline void ctok_entry_prefetch(const void* p) {
+    __builtin_prefetch(p, 0, 3);
+    __builtin_prefetch((const char*)p + 64, 0, 3);
+}
+
+#endif
