@@ -19,7 +19,7 @@ from libc.string cimport memcpy, memcmp, memset, memmove
 from ctok._vocab cimport (Vocab, Tables, Slot, NO_ID, tables_lookup, tables_lookup_hashed, hash_bytes, load_head,
                          load_head_padded, load_tail, bit_at)
 from ctok._piece_cache cimport (PieceCache, CacheEntry, cache_get, cache_put, cache_init, cache_free, cache_bytes,
-                               cache_note_hits, cache_prefetch, CACHE_MAX_PIECE)
+                               cache_note_hits, cache_prefetch, cache_tables, CACHE_MAX_PIECE)
 from ctok._bpe cimport (IdVec, BpeScratch, BpeOptions, BPE_OK, BPE_NOMEM, idvec_free, idvec_reserve, idvec_push, scratch_init,
                         scratch_free, bpe_encode_piece, bpe_merge_piece, utf8_len, HotEntry, HOT_BITS, HOT_MAX_PIECE,
                         HOT_MAX_IDS, HOT_CACHED, scratch_hot)
@@ -1162,6 +1162,10 @@ cdef class CoreEncoder:
     def piece_cache_bytes(self):
         """Memory held by the piece cache, all its tables (0 when it is off)."""
         return cache_bytes(&self.state.cache)
+
+    def _piece_cache_tables(self):
+        """[(bytes, bytes in memory)] of each of the piece cache's tables, the current one first (for tests)."""
+        return cache_tables(&self.state.cache)
 
     @property
     def cuts_pieces(self):

@@ -68,3 +68,5 @@ cdef uint64_t cache_note_hits(PieceCache* c, uint64_t n) noexcept nogil
 cdef int cache_init(PieceCache* c, Py_ssize_t max_bytes) noexcept nogil
 cdef void cache_free(PieceCache* c) noexcept nogil
 cdef uint64_t cache_bytes(const PieceCache* c) noexcept nogil
+# [(bytes, bytes in memory)] of each table, the current one first (tables under 2 MB counted as in memory).
+cdef list cache_tables(const PieceCache* c)

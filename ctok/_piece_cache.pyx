@@ -31,9 +31,10 @@ for every GROW_STORES_PER_HIT stores.  Text whose pieces seldom come back (Chine
 and code) gains little from a larger table and paid for each growth in page faults: a first pass over the
 Chinese file after the other files took 4,611 faults, half of its time.  Windows, not a count since the last
 growth: English before Japanese must not pay for the Japanese text's growth.  Hits are counted one in
-HIT_SAMPLE (by hash bits), so that threads reading the cache seldom write the shared counter.  Replaced tables are kept until the cache is freed (a reader
-may still hold one), and growth stops before all tables together would exceed the budget: memory stays bounded
-by max_bytes.  Tables of 2 MB and more are 2 MB aligned, their pages populated by the mmap call (a first pass
+HIT_SAMPLE (by hash bits), so that threads reading the cache seldom write the shared counter.  Replaced tables
+keep their addresses until the cache is freed (a reader may still hold one), but from 2 MB on give their pages
+back (ctok_table_release: 14 MB of a 16 MB table's three predecessors), and growth stops before all tables
+together would exceed the budget: memory stays bounded by max_bytes.  Tables of 2 MB and more are 2 MB aligned, their pages populated by the mmap call (a first pass
 over Dracula took 3,289 page faults with a 4 MB table faulted in page by page), then marked for transparent huge
 pages; marking them before the first touch made a growth wait for memory compaction in fragmented processes
 (see ctok_table_alloc).
@@ -76,13 +77,43 @@ cdef extern from *:
         if (p == NULL) return;
         if (n < CTOK_HUGE) free(p); else munmap(p, n);
     }
+    /* Give a replaced table's pages back, keeping its addresses mapped: a lookup that still holds the table
+       reads zeros from then on (and rejects what it read: see cache_get), a store maps a page again -- a 4 KB one: the huge-page advice is taken back first, or a store racing the switch mapped a
+       whole 2 MB page (seen in the tests).  Tables under 2 MB live in malloc's memory and are kept. */
+    static void ctok_table_release(void* p, size_t n) {
+    #ifdef MADV_DONTNEED
+        if (p == NULL || n < CTOK_HUGE) return;
+    #ifdef MADV_NOHUGEPAGE
+        madvise(p, n, MADV_NOHUGEPAGE);
+    #endif
+        madvise(p, n, MADV_DONTNEED);
+    #else
+        (void)p; (void)n;
+    #endif
+    }
     #else
     static void* ctok_table_alloc(size_t n) { return calloc(1, n); }
     static void ctok_table_free(void* p, size_t n) { (void)n; free(p); }
+    static void ctok_table_release(void* p, size_t n) { (void)p; (void)n; }
+    #endif
+    /* Bytes of p[0:n] in memory (mincore; n itself where it cannot tell): what the tests check a release by. */
+    #if defined(__linux__)
+    static size_t ctok_resident(void* p, size_t n) {
+        size_t page = 4096, pages = (n + page - 1) / page, k, count = 0;
+        unsigned char* vec = (unsigned char*)malloc(pages);
+        if (vec == NULL || ((uintptr_t)p % page) != 0 || mincore(p, n, vec) != 0) { free(vec); return n; }
+        for (k = 0; k < pages; k++) count += vec[k] & 1;
+        free(vec);
+        return count * page;
+    }
+    #else
+    static size_t ctok_resident(void* p, size_t n) { (void)p; return n; }
     #endif
     """
     void* ctok_table_alloc(size_t n) nogil
     void ctok_table_free(void* p, size_t n) nogil
+    void ctok_table_release(void* p, size_t n) nogil
+    size_t ctok_resident(void* p, size_t n) nogil
 
 from ctok._bpe cimport IdVec, idvec_reserve, idvec_free, BPE_OK
 
@@ -189,6 +220,16 @@ cdef uint64_t cache_bytes(const PieceCache* c) noexcept nogil:
     return c.held
 
 
+cdef list cache_tables(const PieceCache* c):
+    cdef CacheTable* t = c.table
+    cdef list out = []
+    while t != NULL:
+        size = (t.mask + 1) * sizeof(CacheEntry)
+        out.append((size, ctok_resident(t.entries, size) if size >= (2 << 20) else size))
+        t = t.older
+    return out
+
+
 cdef inline bint spilled(const CacheTable* t, uint64_t i) noexcept nogil:
     # Whether a piece whose first pair starts at entry i went to its second pair (i even, i <= t.mask).  A
     # racy read: a mark set meanwhile by another thread is at worst seen late, which is a miss.
@@ -240,6 +281,7 @@ cdef bint entry_get(CacheEntry* e, const uint8_t* s, Py_ssize_t n, uint64_t h, I
 
 cdef bint cache_get(const PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_t h, IdVec* out) noexcept nogil:
     cdef uint64_t i
+    cdef Py_ssize_t before = out.size
     cdef CacheTable* t = <CacheTable*>ctok_ptr_load_acquire(<void* const*>&c.table)
     if t == NULL or n > CACHE_MAX_PIECE or h == 0:
         return False
@@ -250,6 +292,12 @@ cdef bint cache_get(const PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_
         i = second_index(t, h)                          # likewise
         if not (entry_get(&t.entries[i], s, n, h, out) or entry_get(&t.entries[i + 1], s, n, h, out)):
             return False
+    # Still the current table after the entry was read (entry_get's loads come before this one): a replaced
+    # table's pages are given back (grow), and an entry read while they turned to zeros, or stored into by a
+    # writer that raced the switch, could look whole.  Whoever replaced it published the new table before.
+    if <CacheTable*>ctok_ptr_load_acquire(<void* const*>&c.table) != t:
+        out.size = before
+        return False
     if (h >> HIT_SAMPLE_SHIFT) == 0:                    # the top bits of the hash: one hit in HIT_SAMPLE
         ctok_count_add(<unsigned long long*>&c.hits)
     return True
@@ -323,6 +371,9 @@ cdef void grow(PieceCache* c, CacheTable* t) noexcept nogil:
     ctok_count_reset(<unsigned long long*>&c.hits)
     ctok_count_reset(<unsigned long long*>&c.reused_puts)
     ctok_ptr_publish(<void**>&c.table, bigger)
+    # Lookups and stores that took t before the switch may still read and write it while its pages turn to
+    # zeros: cache_get accepts nothing read from a table that is no longer the current one.
+    ctok_table_release(t.entries, (t.mask + 1) * sizeof(CacheEntry))
     ctok_flag_drop(&c.growing)
 
 

@@ -117,6 +117,12 @@ def test_piece_cache_grows_within_its_budget_while_threads_encode(o200k):
     _run_threads(work, 4)
     assert not errors
     assert core.piece_cache_bytes == budget                 # grew twice: 2 + 4 + 8 MB, and no further
+    # The replaced tables gave their pages back (a store racing a switch may map one again); the current one
+    # is all in memory.
+    tables = core._piece_cache_tables()
+    assert [size for size, _ in tables] == [8 << 20, 4 << 20, 2 << 20]
+    assert tables[0][1] == 8 << 20
+    assert all(resident <= 64 << 10 for _, resident in tables[1:]), tables
     # After the growth the stored pieces were carried over: encoding the same texts again stays exact.
     assert [core.encode_ordinary(t) for t in texts] == want
 
