@@ -123,6 +123,15 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
 cdef int encode_piece_cached(const EncoderState* st, const uint8_t* p, Py_ssize_t n, IdVec* out,
                              BpeScratch* sc) noexcept nogil
 
+cdef struct Needles:
+    # What a batch's threads look for in each text's UTF-8 (TokenScan.needles): the UTF-8 of each (first
+    # character, second character) pair of some tokens' texts, or of the first character alone where any may
+    # follow.  A text holding none of them holds none of the tokens.  n = -1: too many to scan for.
+    int n
+    int length[64]
+    uint8_t text[64][8]
+
+
 cdef class CoreEncoder:
     cdef readonly Vocab vocab
     cdef EncoderState state
@@ -179,7 +188,8 @@ cdef class CoreEncoder:
     cdef const AddedSplit* _specials_split(self, bint specials) except? NULL
     cdef list _encode_marked_split_utf8(self, const uint8_t* s, Py_ssize_t n, bint first_only)
     cdef int _encode_bytes(self, bytes data, IdVec* out, bint split) except -1
-    cdef int _encode_many(self, list datas, IdVec* out, int64_t* ends, const AddedSplit* added=*) except -1
+    cdef int _encode_many(self, list datas, IdVec* out, int64_t* ends, const AddedSplit* added=*,
+                          const Needles* needles=*, uint8_t* found=*) except -1
     cdef int _gather(self, tokens, IdVec* tmp, char** buf, Py_ssize_t* length) except -1
     cdef int _join(self, const uint8_t* s, Py_ssize_t n, list spans, IdVec* out) except -1
 

@@ -159,6 +159,30 @@ def test_encode_batch_disallowed_special_agrees_with_reference(o200k, o200k_ref)
                 assert _raises(lambda: fn(texts, disallowed_special=disallowed)) == want, (texts, disallowed)
 
 
+def test_encode_batch_disallowed_non_ascii_names_agree_with_reference(o200k_ref):
+    # The batch's threads look for each name's first two characters in the texts' UTF-8: names that start with
+    # non-ASCII characters (DeepSeek-V3's "<\uff5c"), or with a character alone, are found as tiktoken finds them.
+    specials = {"<\uff5cbegin\u2581of\u2581sentence\uff5c>": 200_100, "\u00abquote\u00bb": 200_101, "\u65e5": 200_102,
+                "\U0001F642x": 200_103}
+    base = o200k_ref.enc
+    enc = ctok.load(str(FAMILY_BY_ID["o200k_base"].source_file()), pattern=base._pat_str, special_tokens=specials)
+    import tiktoken
+    ref = tiktoken.Encoding("non-ascii", pat_str=base._pat_str, mergeable_ranks=base._mergeable_ranks,
+                            special_tokens=specials)
+    parts = list(specials) + ["<\uff5c", "\uff5c>", "<", "\u00ab", "quote", "\u00bb", "\u65e5\u672c", "\U0001F642",
+                              "x", " ", "\u0434", "\u00e9", "plain text "]
+    rnd = random.Random(11)
+    for _ in range(200):
+        texts = ["".join(rnd.choice(parts) for _ in range(rnd.randint(0, 4))) for _ in range(rnd.randint(1, 6))]
+        for disallowed in ("all", {"\u00abquote\u00bb"}, ()):
+            want = any(_raises(lambda t=t: ref.encode(t, disallowed_special=disallowed)) for t in texts)
+            for fn in (enc.encode_batch, enc.encode_batch_flat):
+                assert _raises(lambda: fn(texts, disallowed_special=disallowed)) == want, (texts, disallowed)
+            if not want:
+                assert enc.encode_batch(texts, disallowed_special=disallowed) == [
+                    ref.encode(t, disallowed_special=disallowed) for t in texts]
+
+
 def test_encode_batch_disallowed_many_first_characters(o200k_ref):
     # Special tokens with more distinct first characters than the native scan takes: every text is searched.
     specials = {f"{c}special{c}": 200_100 + i for i, c in enumerate("abcdefghijkl")}

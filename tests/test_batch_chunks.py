@@ -89,3 +89,51 @@ def test_chunks_cover_the_batch_in_order(o200k, num_threads):
     assert max(sizes[-num_threads:]) < sizes[0]      # the last chunks are the small ones
     for few in ([], ["x"], ["", ""], ["", "abc", ""]):
         assert [t for c in o200k._chunks(few, num_threads) for t in c] == few
+
+
+def _chunk_ends_model(lengths, threads):
+    # The rule Encoding._chunks documents, written out: each chunk closed by the first item whose end reaches a
+    # 1/(2 threads) share of what is left (at least 1/(32 threads) of the whole), at least one item per chunk.
+    total = sum(lengths)
+    floor = max(1, total // (32 * threads))
+    ends, i, done, acc = [], 0, 0, []
+    for n in lengths:
+        acc.append((acc[-1] if acc else 0) + n)
+    while i < len(lengths):
+        target = done + max((total - done) // (2 * threads), floor)
+        j = next((k for k in range(i, len(lengths)) if acc[k] >= target), len(lengths) - 1) + 1
+        ends.append(j)
+        done, i = acc[j - 1], j
+    return ends
+
+
+def test_chunk_ends_follow_the_rule():
+    from ctok._encoder import chunk_ends
+    rnd = random.Random(5)
+    for _ in range(300):
+        count = rnd.choice([1, 2, 3, 10, 200])
+        items = [rnd.choice(["", "x" * rnd.randint(1, 50), "é" * rnd.randint(1, 3000), b"y" * rnd.randint(0, 900),
+                             "\U0001F642" * rnd.randint(1, 20)]) for _ in range(count)]
+        threads = rnd.choice([1, 2, 3, 8])
+        lengths = [len(t) for t in items]
+        assert chunk_ends(items, threads) == (_chunk_ends_model(lengths, threads), max(lengths))
+    assert chunk_ends([], 2) == ([], 0)
+    with pytest.raises(ValueError):
+        chunk_ends(["a"], 0)
+
+
+def test_copy_ids_refuses_parts_past_the_end(o200k):
+    from ctok._encoder import copy_ids
+    buf, _ = o200k._core.encode_many_flat(["hello world", "more text here"])
+    n = len(buf) // 4
+    out = np.zeros(n + 3, dtype=np.uint32)
+    copy_ids(out, [buf], [3])
+    assert out[3:].tolist() == np.frombuffer(buf, dtype=np.uint32).tolist() and out[:3].tolist() == [0, 0, 0]
+    for start in (4, n + 4, -1):
+        with pytest.raises(ValueError):
+            copy_ids(out, [buf], [start])
+    with pytest.raises(ValueError):
+        copy_ids(out, [buf, buf], [0])
+    with pytest.raises(TypeError):
+        copy_ids(out, [b"\0\0\0\0"], [0])
+
