@@ -91,6 +91,10 @@ cdef struct BpeScratch:
     const void* hot_owner
     uint64_t hot_cached     # hits on HOT_CACHED entries not yet told to the piece cache (cache_note_hits)
     Py_ssize_t hot_misses   # pieces of the last batch the table did not answer (encode_state_span's way)
+    # A count per token id, all zeros between uses: the encoder's batch lists take each distinct id's
+    # references at once (_int_list.h, ctok_int_lists); NULL until the first, id_counts_size entries.
+    uint32_t* id_counts
+    Py_ssize_t id_counts_size
 
 cdef enum:
     BPE_OK = 0

@@ -116,6 +116,8 @@ cdef void scratch_init(BpeScratch* s) noexcept nogil:
     s.hot_owner = NULL
     s.hot_cached = 0
     s.hot_misses = HOT_MISSES_UNSEEN            # two passes first
+    s.id_counts = NULL
+    s.id_counts_size = 0
 
 
 cdef extern from *:
@@ -172,6 +174,7 @@ cdef void scratch_free(BpeScratch* s) noexcept nogil:
         free(s.long_store.many_ids)
         free(s.long_store)
     ctok_hot_unmap(s.hot, (<size_t>1 << HOT_BITS) * sizeof(HotEntry))
+    free(s.id_counts)
     scratch_init(s)
 
 

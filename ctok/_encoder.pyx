@@ -171,6 +171,8 @@ cdef extern from *:
     """
     void ctok_prefetch(const void* p) nogil
     list ctok_ids_list(const uint32_t* ids, Py_ssize_t n, PyObject** cache)
+    int ctok_int_lists(list out, const uint32_t* ids, const int64_t* ends, Py_ssize_t n, PyObject** cache,
+                       Py_ssize_t n_cache, uint32_t* counts) except -1
 
 
 cdef enum:
@@ -864,6 +866,24 @@ def chunk_ends(list datas, Py_ssize_t threads):
         free(ends)
 
 
+cdef enum:
+    # encode_many makes its lists through ctok_int_lists from this many ids on: below, its two GIL releases
+    # and the count cost more than they let other threads do.
+    MANY_LISTS_MIN_IDS = 4096
+
+
+cdef uint32_t* scratch_id_counts(BpeScratch* sc, Py_ssize_t n) except NULL:
+    # The scratch's id counts (BpeScratch.id_counts), n zeros at least.
+    if sc.id_counts_size < n:
+        free(sc.id_counts)
+        sc.id_counts_size = 0
+        sc.id_counts = <uint32_t*>calloc(n, sizeof(uint32_t))
+        if sc.id_counts == NULL:
+            raise MemoryError()
+        sc.id_counts_size = n
+    return sc.id_counts
+
+
 cdef list _found_in(const uint8_t* found, Py_ssize_t n):
     # The indices i < n with found[i] set: the texts of a batch in which its threads found one of a TokenScan's
     # needles, for the caller to search (with the GIL, as TokenScan.holding_indices' texts are).
@@ -1422,6 +1442,8 @@ cdef class CoreEncoder:
         cdef uint8_t* found = NULL
         cdef IdVec view
         cdef list result = []
+        cdef BpeScratch sc
+        cdef BpeScratch* scp
         if ends == NULL:
             raise MemoryError()
         out.data = NULL; out.size = 0; out.cap = 0
@@ -1431,11 +1453,22 @@ cdef class CoreEncoder:
                 if found == NULL:
                     raise MemoryError()
             self._encode_many(datas, &out, ends, added, &scan.needles if scan is not None else NULL, found)
-            for i in range(n):
-                view.data = out.data + start
-                view.size = ends[i] - start
-                result.append(self.ids_to_list(&view))
-                start = ends[i]
+            if out.size >= MANY_LISTS_MIN_IDS:
+                # Most of the lists' work with the GIL released (ctok_int_lists), over a scratch's id counts.
+                if self.int_cache == NULL:
+                    self.int_cache = shared_int_cache(self.vocab.t.n_ids)
+                scp = self.take_scratch(&sc)
+                try:
+                    ctok_int_lists(result, out.data, ends, n, self.int_cache, self.vocab.t.n_ids,
+                                   scratch_id_counts(scp, self.vocab.t.n_ids))
+                finally:
+                    self.give_scratch(scp, &sc)
+            else:
+                for i in range(n):
+                    view.data = out.data + start
+                    view.size = ends[i] - start
+                    result.append(self.ids_to_list(&view))
+                    start = ends[i]
             return result if scan is None else (result, _found_in(found, n))
         finally:
             free(ends)

@@ -137,3 +137,53 @@ def test_copy_ids_refuses_parts_past_the_end(o200k):
     with pytest.raises(TypeError):
         copy_ids(out, [b"\0\0\0\0"], [0])
 
+
+@pytest.mark.parametrize("num_threads", [1, 2])
+def test_batch_lists_hold_one_reference_per_place(o200k, num_threads):
+    # A batch's lists take each distinct id's references at once (_int_list.h, ctok_int_lists): an id's int
+    # object's count goes up by at least the places it fills, and back to where it was when the lists go.
+    import sys
+    texts = _batch(300, 9)
+    first = o200k.encode_ordinary_batch(texts, num_threads=num_threads)
+    assert sum(map(len, first)) >= 4096                   # the batch's way, not one list at a time
+    objs = {}
+    for ids in first:
+        for x in ids:
+            if x > 256:                                   # small ints are shared (and immortal from 3.12 on)
+                objs.setdefault(x, x)
+    sample = sorted(objs)[::max(1, len(objs) // 200)]
+    places = {}
+    for ids in first:
+        for x in ids:
+            places[x] = places.get(x, 0) + 1
+    del ids, x                                            # no reference left to any sampled int but the lists'
+    before = _refcounts(objs, sample)                     # measured outside asserts (pytest keeps their values)
+    again = o200k.encode_ordinary_batch(texts, num_threads=num_threads)
+    during = _refcounts(objs, sample)
+    same = again == first
+    del again
+    after = _refcounts(objs, sample)
+    assert same
+    # each place holds one (the encoder may keep more while the lists live), and exactly what was taken is given
+    # back when they go
+    assert all(d - b >= places[x] for x, b, d in zip(sample, before, during))
+    assert after == before
+
+
+def _refcounts(objs, sample):
+    import sys
+    return [sys.getrefcount(objs[x]) for x in sample]
+
+
+def test_id_lists_are_not_tracked_by_the_garbage_collector(o200k):
+    # Lists of ints are in no reference cycle: ctok leaves them out of the collector's lists (_int_list.h), single
+    # and batch lists alike, and they stay ordinary lists.
+    import gc
+    texts = _batch(300, 4)
+    lists = o200k.encode_ordinary_batch(texts, num_threads=2) + o200k.encode_batch(texts[:50]) + [
+        o200k.encode("hello world"), o200k.encode_ordinary(texts[7]), o200k.encode("")]
+    assert sum(map(len, lists)) >= 4096
+    assert not any(gc.is_tracked(ids) for ids in lists)
+    ids = lists[-2]
+    ids.append(7)                                         # still a list like any other
+    assert ids[-1] == 7 and type(ids) is list
