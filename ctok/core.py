@@ -61,7 +61,12 @@ _STR_ONLY = frozenset((str,))
 
 
 class Encoding:
-    """A loaded tokenizer.  Build one with `ctok.load(...)` or `ctok.get_encoding(name)`."""
+    """A loaded tokenizer.  Build one with `ctok.load(...)` or `ctok.get_encoding(name)`.
+
+    The lists of ids it returns are plain lists that the cyclic garbage collector does not track: they hold
+    ints only, which are in no reference cycle, and collections no longer walk a batch's millions of ids.  A
+    list that you later make part of a reference cycle (appending an object that refers back to it) is not
+    collected with the cycle."""
 
     def __init__(self, spec: VocabSpec, *, hf_pipeline=None, reload_args=None, vocab=None):
         self.name = spec.name
