@@ -145,36 +145,13 @@ def _raises(fn):
     return False
 
 
-def test_encode_batch_disallowed_special_agrees_with_reference(o200k, o200k_ref):
-    # The batch check scans texts natively (texts_maybe_holding) before any regex runs: a batch must raise
-    # exactly when tiktoken raises for one of its texts, special-token look-alikes included.
-    parts = ["<|endoftext|>", "<|endofprompt|>", "<|endoftext", "<|", "<", "|>", "endoftext", "<<|endoftext|>",
-             "<|endoftext|", "x", " ", "\n", "é", "<|fim_prefix|>"]
-    rnd = random.Random(7)
-    for _ in range(300):
+def _batches_raise_as_reference(enc, ref, parts, disallowed_sets, seed, rounds):
+    # Random batches of `parts` run together: each batch call raises exactly when `ref` raises for one of the
+    # texts, and gives its ids when it does not.
+    rnd = random.Random(seed)
+    for _ in range(rounds):
         texts = ["".join(rnd.choice(parts) for _ in range(rnd.randint(0, 5))) for _ in range(rnd.randint(1, 6))]
-        for disallowed in ("all", {"<|endofprompt|>"}, ()):
-            want = any(_raises(lambda t=t: o200k_ref.encode(t, disallowed_special=disallowed)) for t in texts)
-            for fn in (o200k.encode_batch, o200k.encode_batch_flat):
-                assert _raises(lambda: fn(texts, disallowed_special=disallowed)) == want, (texts, disallowed)
-
-
-def test_encode_batch_disallowed_non_ascii_names_agree_with_reference(o200k_ref):
-    # The batch's threads look for each name's first two characters in the texts' UTF-8: names that start with
-    # non-ASCII characters (DeepSeek-V3's "<\uff5c"), or with a character alone, are found as tiktoken finds them.
-    specials = {"<\uff5cbegin\u2581of\u2581sentence\uff5c>": 200_100, "\u00abquote\u00bb": 200_101, "\u65e5": 200_102,
-                "\U0001F642x": 200_103}
-    base = o200k_ref.enc
-    enc = ctok.load(str(FAMILY_BY_ID["o200k_base"].source_file()), pattern=base._pat_str, special_tokens=specials)
-    import tiktoken
-    ref = tiktoken.Encoding("non-ascii", pat_str=base._pat_str, mergeable_ranks=base._mergeable_ranks,
-                            special_tokens=specials)
-    parts = list(specials) + ["<\uff5c", "\uff5c>", "<", "\u00ab", "quote", "\u00bb", "\u65e5\u672c", "\U0001F642",
-                              "x", " ", "\u0434", "\u00e9", "plain text "]
-    rnd = random.Random(11)
-    for _ in range(200):
-        texts = ["".join(rnd.choice(parts) for _ in range(rnd.randint(0, 4))) for _ in range(rnd.randint(1, 6))]
-        for disallowed in ("all", {"\u00abquote\u00bb"}, ()):
+        for disallowed in disallowed_sets:
             want = any(_raises(lambda t=t: ref.encode(t, disallowed_special=disallowed)) for t in texts)
             for fn in (enc.encode_batch, enc.encode_batch_flat):
                 assert _raises(lambda: fn(texts, disallowed_special=disallowed)) == want, (texts, disallowed)
@@ -183,14 +160,40 @@ def test_encode_batch_disallowed_non_ascii_names_agree_with_reference(o200k_ref)
                     ref.encode(t, disallowed_special=disallowed) for t in texts]
 
 
+def _o200k_with_specials(o200k_ref, specials, name):
+    # ctok and tiktoken encodings of o200k's ranks with other special tokens.
+    import tiktoken
+    base = o200k_ref.enc
+    enc = ctok.load(str(FAMILY_BY_ID["o200k_base"].source_file()), pattern=base._pat_str, special_tokens=specials)
+    ref = tiktoken.Encoding(name, pat_str=base._pat_str, mergeable_ranks=base._mergeable_ranks,
+                            special_tokens=specials)
+    return enc, ref
+
+
+def test_encode_batch_disallowed_special_agrees_with_reference(o200k, o200k_ref):
+    # The batch check runs on the encoding threads (TokenScan.needles: a name's first two characters in each
+    # text's UTF-8), then a regex over the texts they report: a batch must raise exactly when tiktoken raises
+    # for one of its texts, special-token look-alikes included.
+    parts = ["<|endoftext|>", "<|endofprompt|>", "<|endoftext", "<|", "<", "|>", "endoftext", "<<|endoftext|>",
+             "<|endoftext|", "x", " ", "\n", "é", "<|fim_prefix|>"]
+    _batches_raise_as_reference(o200k, o200k_ref, parts, ("all", {"<|endofprompt|>"}, ()), 7, 300)
+
+
+def test_encode_batch_disallowed_non_ascii_names_agree_with_reference(o200k_ref):
+    # Names that start with non-ASCII characters (DeepSeek-V3's "<\uff5c"), or with a character alone, are found
+    # by the threads' scan as tiktoken finds them.
+    specials = {"<\uff5cbegin\u2581of\u2581sentence\uff5c>": 200_100, "\u00abquote\u00bb": 200_101, "\u65e5": 200_102,
+                "\U0001F642x": 200_103}
+    enc, ref = _o200k_with_specials(o200k_ref, specials, "non-ascii")
+    parts = list(specials) + ["<\uff5c", "\uff5c>", "<", "\u00ab", "quote", "\u00bb", "\u65e5\u672c", "\U0001F642",
+                              "x", " ", "\u0434", "\u00e9", "plain text "]
+    _batches_raise_as_reference(enc, ref, parts, ("all", {"\u00abquote\u00bb"}, ()), 11, 200)
+
+
 def test_encode_batch_disallowed_many_first_characters(o200k_ref):
     # Special tokens with more distinct first characters than the native scan takes: every text is searched.
     specials = {f"{c}special{c}": 200_100 + i for i, c in enumerate("abcdefghijkl")}
-    base = o200k_ref.enc
-    enc = ctok.load(str(FAMILY_BY_ID["o200k_base"].source_file()), pattern=base._pat_str, special_tokens=specials)
-    import tiktoken
-    ref = tiktoken.Encoding("many", pat_str=base._pat_str, mergeable_ranks=base._mergeable_ranks,
-                            special_tokens=specials)
+    enc, ref = _o200k_with_specials(o200k_ref, specials, "many")
     for texts in (["plain"] * 5, ["plain", "has kspecialk inside"], ["lspecial", "specialm"]):
         want = any(_raises(lambda t=t: ref.encode(t)) for t in texts)
         assert _raises(lambda: enc.encode_batch(texts)) == want
