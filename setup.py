@@ -6,6 +6,7 @@ assertions back on (and builds with -O0 -g), so the whole test suite can run aga
 import os
 import subprocess
 import sys
+from glob import glob
 
 import numpy
 from Cython.Build import cythonize
@@ -34,10 +35,16 @@ MODULES = ["_vocab", "_bpe", "_pretok", "_piece_cache", "_encoder", "_prefix", "
 if os.environ.get("CTOK_MODULES"):
     MODULES = [m for m in MODULES if m in os.environ["CTOK_MODULES"].split(",")]
 
+# Every module is rebuilt when a header changes: Cython sees the headers a .pxd names (cdef extern from "x.h"),
+# not those #included by code in a .pyx (_int_list.h, _head_mask.h...), whose edits otherwise left the built
+# modules as they were.
+HEADERS = sorted(glob("ctok/*.h") + glob("ctok/include/*.h"))
+
 extensions = [
     Extension(
         f"ctok.{name}",
         [f"ctok/{name}.pyx"],
+        depends=HEADERS,
         include_dirs=["ctok", numpy.get_include()],
         extra_compile_args=cflags,
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
