@@ -867,8 +867,8 @@ def chunk_ends(list datas, Py_ssize_t threads):
 
 
 cdef enum:
-    # encode_many makes its lists through ctok_int_lists from this many ids on: below, its two GIL releases
-    # and the count cost more than they let other threads do.
+    # encode_many gives ctok_int_lists id counts (its GIL-free way) from this many ids on: below, its two GIL
+    # releases and the count cost more than they let other threads do.
     MANY_LISTS_MIN_IDS = 4096
 
 
@@ -1437,42 +1437,30 @@ cdef class CoreEncoder:
         scan: also (lists, [indices of the items that may hold one of scan's names]) (see _found_in)."""
         cdef const AddedSplit* added = self._specials_split(specials)
         cdef IdVec out
-        cdef Py_ssize_t n = len(datas), i, start = 0
+        cdef Py_ssize_t n = len(datas)
         cdef int64_t* ends = <int64_t*>malloc((n + 1) * sizeof(int64_t))
-        cdef uint8_t* found = NULL
-        cdef IdVec view
+        cdef bytearray found = bytearray(n + 1) if scan is not None else None
         cdef list result = []
         cdef BpeScratch sc
-        cdef BpeScratch* scp
+        cdef BpeScratch* scp = NULL
         if ends == NULL:
             raise MemoryError()
         out.data = NULL; out.size = 0; out.cap = 0
         try:
-            if scan is not None:
-                found = <uint8_t*>malloc(n + 1)
-                if found == NULL:
-                    raise MemoryError()
-            self._encode_many(datas, &out, ends, added, &scan.needles if scan is not None else NULL, found)
+            self._encode_many(datas, &out, ends, added, &scan.needles if scan is not None else NULL,
+                              <uint8_t*><char*>found if scan is not None else NULL)
+            if self.int_cache == NULL:
+                self.int_cache = shared_int_cache(self.vocab.t.n_ids)
+            # Most of the lists' work with the GIL released, over a scratch's id counts, from MANY_LISTS_MIN_IDS on.
             if out.size >= MANY_LISTS_MIN_IDS:
-                # Most of the lists' work with the GIL released (ctok_int_lists), over a scratch's id counts.
-                if self.int_cache == NULL:
-                    self.int_cache = shared_int_cache(self.vocab.t.n_ids)
                 scp = self.take_scratch(&sc)
-                try:
-                    ctok_int_lists(result, out.data, ends, n, self.int_cache, self.vocab.t.n_ids,
-                                   scratch_id_counts(scp, self.vocab.t.n_ids))
-                finally:
-                    self.give_scratch(scp, &sc)
-            else:
-                for i in range(n):
-                    view.data = out.data + start
-                    view.size = ends[i] - start
-                    result.append(self.ids_to_list(&view))
-                    start = ends[i]
-            return result if scan is None else (result, _found_in(found, n))
+            ctok_int_lists(result, out.data, ends, n, self.int_cache, self.vocab.t.n_ids,
+                           scratch_id_counts(scp, self.vocab.t.n_ids) if scp != NULL else NULL)
+            return result if scan is None else (result, _found_in(<uint8_t*><char*>found, n))
         finally:
+            if scp != NULL:
+                self.give_scratch(scp, &sc)
             free(ends)
-            free(found)
             idvec_free(&out)
 
     def encode_many_flat(self, list datas, *, bint specials=False, TokenScan scan=None):

@@ -69,7 +69,8 @@ static PyObject* ctok_int_list(PyObject* const* head, Py_ssize_t nh, const uint3
 /* ctok_int_lists(out, ids, ends, n, cache, n_cache, counts): append to the list `out` the list of the ints of each
  * text's ids, ids[ends[i - 1]:ends[i]] (from 0 for the first), as ctok_int_list makes them; 0, or -1 with an
  * exception set (some lists may have been appended: the caller drops `out`).  counts: n_cache zeros (every
- * id is < n_cache, the cache's size), left all zeros.
+ * id is < n_cache, the cache's size), left all zeros; NULL takes ctok_int_list's way, a list at a time (few
+ * ids, where the two GIL releases and the count cost more than they free).
  * Why: in a batch on several threads the lists are made holding the GIL, and one Py_INCREF per id was most of
  * that time (a store into each id's int object, 6 MB of them for o200k): the other threads waited.  Here each
  * distinct id's references are taken at once (its count added to its int's), and the ids are counted and the
@@ -82,7 +83,7 @@ static int ctok_int_lists(PyObject* out, const uint32_t* ids, const int64_t* end
     PyObject*** items = NULL;
     PyObject* op;
 #ifndef Py_GIL_DISABLED
-    if (total > 0 && total <= (Py_ssize_t)UINT32_MAX) {
+    if (counts != NULL && total > 0 && total <= (Py_ssize_t)UINT32_MAX) {
         distinct = (uint32_t*)PyMem_RawMalloc((size_t)(total < n_cache ? total : n_cache) * sizeof(uint32_t));
         items = (PyObject***)PyMem_RawCalloc((size_t)n, sizeof(PyObject**));
     }

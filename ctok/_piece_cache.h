@@ -1,5 +1,5 @@
-/* Helpers of the piece cache's contract (_piece_cache.pxd) that the encoder inlines too: the racy byte reads
-   and writes of a table's spilled bits, and the prefetch of an entry. */
+/* Helpers of the piece cache's contract (_piece_cache.pxd) that the encoder inlines too: the racy reads and
+   writes of a pair's spill mark and of the current table's pointer, and the prefetch of an entry. */
 #ifndef CTOK_PIECE_CACHE_H
 #define CTOK_PIECE_CACHE_H
 

@@ -279,18 +279,21 @@ cdef bint entry_get(CacheEntry* e, const uint8_t* s, Py_ssize_t n, uint64_t h, I
     return True
 
 
+cdef inline bint pair_get(CacheTable* t, uint64_t i, const uint8_t* s, Py_ssize_t n, uint64_t h,
+                          IdVec* out) noexcept nogil:
+    # entry_get on the pair of entries starting at i (even: i and i + 1 are inside the table, mask >= 15).
+    return entry_get(&t.entries[i], s, n, h, out) or entry_get(&t.entries[i + 1], s, n, h, out)
+
+
 cdef bint cache_get(const PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_t h, IdVec* out) noexcept nogil:
     cdef uint64_t i
     cdef Py_ssize_t before = out.size
     cdef CacheTable* t = <CacheTable*>ctok_ptr_load_acquire(<void* const*>&c.table)
     if t == NULL or n > CACHE_MAX_PIECE or h == 0:
         return False
-    i = set_index(t, h)                                 # i and i + 1 are inside the table (mask >= 15)
-    if not (entry_get(&t.entries[i], s, n, h, out) or entry_get(&t.entries[i + 1], s, n, h, out)):
-        if not spilled(t, i):
-            return False
-        i = second_index(t, h)                          # likewise
-        if not (entry_get(&t.entries[i], s, n, h, out) or entry_get(&t.entries[i + 1], s, n, h, out)):
+    i = set_index(t, h)
+    if not pair_get(t, i, s, n, h, out):
+        if not spilled(t, i) or not pair_get(t, second_index(t, h), s, n, h, out):
             return False
     # Still the current table after the entry was read (entry_get's loads come before this one): a replaced
     # table's pages are given back (grow), and an entry read while they turned to zeros, or stored into by a

@@ -694,8 +694,7 @@ class Encoding:
                 doubtful += datas if check is not None else ()
                 continue
             chunks = self._chunks(datas, num_threads)
-            for chunk, part in zip(chunks, _pool_all(encode_many, chunks) if len(chunks) > 1
-                                   else [encode_many(chunks[0])]):
+            for chunk, part in zip(chunks, _pool_all(encode_many, chunks)):
                 if check is not None:
                     part, found = part
                     doubtful += [chunk[i] for i in found]
@@ -724,8 +723,7 @@ class Encoding:
         other text goes to `one`."""
         def batch(plain_texts):
             chunks = self._chunks(plain_texts, num_threads)
-            parts = (_pool_all(self._core.encode_many, chunks) if len(chunks) > 1
-                     else [self._core.encode_many(chunks[0])])
+            parts = _pool_all(self._core.encode_many, chunks)
             return [post(ids) if post is not None else ids for part in parts for ids in part]
         return self._mixed_batch(texts, (route or self._batch_route).plain_indices(texts), batch, one)
 
@@ -784,8 +782,7 @@ class Encoding:
 
             def batch(sub):
                 chunks = self._chunks(sub, num_threads)
-                parts = (_pool_all(partial(self._core.encode_many, specials=True), chunks) if len(chunks) > 1
-                         else [self._core.encode_many(chunks[0], specials=True)])
+                parts = _pool_all(partial(self._core.encode_many, specials=True), chunks)
                 return [post(ids) if post is not None else ids for part in parts for ids in part]
             return self._mixed_batch(texts, picked, batch, one)
         names_only = (allowed_special == "all" or isinstance(allowed_special, (set, frozenset))
@@ -871,7 +868,7 @@ class Encoding:
                 chunks = self._chunks(datas, num_threads)
                 flat = partial(self._core.encode_many_flat, specials=not plain,
                                scan=check[0] if check is not None else None)
-                for chunk, got in zip(chunks, _pool_all(flat, chunks) if len(chunks) > 1 else [flat(chunks[0])]):
+                for chunk, got in zip(chunks, _pool_all(flat, chunks)):
                     results.append(got[:2])
                     if check is not None:
                         doubtful += [chunk[i] for i in got[2]]
@@ -1165,17 +1162,17 @@ def _joined(parts: list, starts: list, total: int, num_threads: Optional[int]):
         shares[k][0].append(part)
         shares[k][1].append(start)
     shares = [share for share in shares if share[0]]
-    if len(shares) > 1:
-        _pool_all(lambda share: copy_ids(out, share[0], share[1]), shares)
-    else:
-        copy_ids(out, shares[0][0], shares[0][1])
+    _pool_all(lambda share: copy_ids(out, share[0], share[1]), shares)
     return out
 
 
 def _pool_all(fn, items: list) -> list:
-    """[fn(x) for x in items] run on the pool, in order.  The calling thread sleeps until every call is done:
-    taking each result as it comes (Executor.map's iterator) woke it once per chunk to take the GIL and a core
-    from the workers (main-thread CPU of a 2-thread batch of 5,000 texts in 14 chunks: 0.385 -> 0.241 ms)."""
+    """[fn(x) for x in items] run on the pool, in order; a single item runs on the calling thread.  The calling
+    thread sleeps until every call is done: taking each result as it comes (Executor.map's iterator) woke it
+    once per chunk to take the GIL and a core from the workers (main-thread CPU of a 2-thread batch of 5,000
+    texts in 14 chunks: 0.385 -> 0.241 ms)."""
+    if len(items) == 1:
+        return [fn(items[0])]
     futures = [_pool().submit(fn, x) for x in items]
     wait(futures)
     return [f.result() for f in futures]
