@@ -54,7 +54,6 @@ cdef enum:
     HOT_BITS = 15               # BpeScratch.hot: 32,768 entries of 32 bytes (1 MB)
     HOT_MAX_PIECE = 15          # pieces of up to this many bytes ...
     HOT_MAX_IDS = 3             # ... that encode to at most this many ids
-    HOT_CACHED = 0x100          # HotEntry.n: the piece came from (or went to) the piece cache
     HOT_MISSES_UNSEEN = 1 << 30 # BpeScratch.hot_misses of a table that has answered nothing yet
 
 cdef struct HotEntry:
@@ -63,7 +62,7 @@ cdef struct HotEntry:
     # with a NUL after them differ in length) and none is all zeros, the empty entry.
     uint64_t k0
     uint64_t k1
-    uint32_t n                  # ids held (1..HOT_MAX_IDS) | HOT_CACHED when the piece cache holds the piece too
+    uint32_t n                  # ids held (1..HOT_MAX_IDS)
     uint32_t ids[HOT_MAX_IDS]   # past n: zeros, copied and dropped
 
 cdef struct BpeScratch:
@@ -89,7 +88,6 @@ cdef struct BpeScratch:
     # only (CoreEncoder.take_scratch); NULL in others.  Valid for hot_owner (an EncoderState) only.
     HotEntry* hot
     const void* hot_owner
-    uint64_t hot_cached     # hits on HOT_CACHED entries not yet told to the piece cache (cache_note_hits)
     Py_ssize_t hot_misses   # pieces of the last batch the table did not answer (encode_state_span's way)
     # A count per token id, all zeros between uses: the encoder's batch lists take each distinct id's
     # references at once (_int_list.h, ctok_int_lists); NULL until the first, id_counts_size entries.

@@ -114,7 +114,6 @@ cdef void scratch_init(BpeScratch* s) noexcept nogil:
     s.long_store = NULL
     s.hot = NULL
     s.hot_owner = NULL
-    s.hot_cached = 0
     s.hot_misses = HOT_MISSES_UNSEEN            # two passes first
     s.id_counts = NULL
     s.id_counts_size = 0

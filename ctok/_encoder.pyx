@@ -18,11 +18,11 @@ from libc.string cimport memcpy, memcmp, memset, memmove
 
 from ctok._vocab cimport (Vocab, Tables, Slot, NO_ID, tables_lookup, tables_lookup_hashed, hash_bytes, load_head,
                          load_head_padded, load_tail, bit_at)
-from ctok._piece_cache cimport (PieceCache, CacheEntry, cache_get, cache_put, cache_init, cache_free, cache_bytes,
-                               cache_note_hits, cache_prefetch, cache_tables, CACHE_MAX_PIECE)
+from ctok._piece_cache cimport (PieceCache, CacheEntry, cache_get, cache_put, cache_seen, cache_admit, cache_init, cache_free, cache_bytes,
+                               cache_prefetch, cache_tables, CACHE_MAX_PIECE)
 from ctok._bpe cimport (IdVec, BpeScratch, BpeOptions, BPE_OK, BPE_NOMEM, idvec_free, idvec_reserve, idvec_push, scratch_init,
                         scratch_free, bpe_encode_piece, bpe_merge_piece, utf8_len, HotEntry, HOT_BITS, HOT_MAX_PIECE,
-                        HOT_MAX_IDS, HOT_CACHED, scratch_hot)
+                        HOT_MAX_IDS, scratch_hot)
 from ctok._pretok cimport next_piece_end, next_piece_ends, PRETOK_WHOLE, PRETOK_ENDS_SLACK
 from cpython.pycapsule cimport PyCapsule_Destructor
 
@@ -333,13 +333,11 @@ cdef inline uint64_t hot_index(uint64_t k0, uint64_t k1) noexcept nogil:
     return ((k0 ^ (k1 * 0x9E3779B97F4A7C15ULL)) * 0xBF58476D1CE4E5B9ULL) >> (64 - HOT_BITS)
 
 
-cdef inline void hot_put(HotEntry* he, uint64_t k0, uint64_t k1, const uint32_t* ids, Py_ssize_t n,
-                         uint32_t cached) noexcept nogil:
+cdef inline void hot_put(HotEntry* he, uint64_t k0, uint64_t k1, const uint32_t* ids, Py_ssize_t n) noexcept nogil:
     # The piece keyed (k0, k1) encodes to ids[0:n], 1 <= n <= HOT_MAX_IDS; the entry's unused ids are zeros.
-    # cached: HOT_CACHED when the piece cache has the piece too (no token), else 0.
     he.k0 = k0
     he.k1 = k1
-    he.n = <uint32_t>n | cached
+    he.n = <uint32_t>n
     he.ids[0] = ids[0]
     he.ids[1] = ids[1] if n > 1 else 0
     he.ids[2] = ids[2] if n > 2 else 0
@@ -379,7 +377,7 @@ cdef inline int piece_merged(const EncoderState* st, const uint8_t* p, Py_ssize_
         return rc
     got = out.size - before
     if he != NULL and 1 <= got <= HOT_MAX_IDS:
-        hot_put(he, k0, k1, out.data + before, got, HOT_CACHED if ln >= 2 else 0)
+        hot_put(he, k0, k1, out.data + before, got)
     return BPE_OK
 
 
@@ -436,7 +434,7 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
     cdef uint64_t k0s[PIPELINE]
     cdef uint64_t k1s[PIPELINE]
     cdef uint32_t hidx[PIPELINE]
-    cdef uint64_t hits, keyed, k0, k1, head, h, cached = 0
+    cdef uint64_t hits, keyed, k0, k1, head, h
     cdef const uint8_t* p
     end[0] = pos
     while pos < stop:
@@ -469,8 +467,7 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
                         data[size] = he.ids[0]
                         data[size + 1] = he.ids[1]
                         data[size + 2] = he.ids[2]
-                        size += he.n & 0xFF
-                        cached += he.n >> 8                              # HOT_CACHED is 1 << 8
+                        size += he.n
                         continue
                 misses += 1
                 head = 0
@@ -485,7 +482,7 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
                         data[size] = tid                               # room kept for each piece to come
                         size += 1
                         if he != NULL:
-                            hot_put(he, k0, k1, &tid, 1, 0)
+                            hot_put(he, k0, k1, &tid, 1)
                         continue
                 out.size = size
                 rc = piece_merged(st, p, ln, head, h, max_len, out, sc, he, k0, k1, absent)
@@ -522,8 +519,8 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
                             else load_head(s + bounds[j], ln))
                 hashes[j] = hash_bytes(s + bounds[j], ln, heads[j])
                 ctok_prefetch(&slots[hashes[j] & slot_mask])          # masked to the table size
-                if 2 <= ln <= CACHE_MAX_PIECE:
-                    cache_prefetch(&st.cache, hashes[j])               # where it goes if it is no token
+                if 2 <= ln <= CACHE_MAX_PIECE and cache_seen(&st.cache, hashes[j]):
+                    cache_prefetch(&st.cache, hashes[j])               # where it is if it is no token and met before
         misses = 0
         for j in range(k):
             ln = bounds[j + 1] - bounds[j]
@@ -538,8 +535,7 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
                         data[size] = he.ids[0]
                         data[size + 1] = he.ids[1]
                         data[size + 2] = he.ids[2]
-                        size += he.n & 0xFF
-                        cached += he.n >> 8
+                        size += he.n
                         continue
                     heads[j] = load_head_padded(s + bounds[j], ln)   # keyed: bounds[j] + 16 <= n
                     hashes[j] = hash_bytes(s + bounds[j], ln, heads[j])
@@ -552,7 +548,7 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
                     data[size] = tid                                   # room kept for each piece to come
                     size += 1
                     if he != NULL:
-                        hot_put(he, k0s[j], k1s[j], &tid, 1, 0)
+                        hot_put(he, k0s[j], k1s[j], &tid, 1)
                     continue
             out.size = size
             rc = piece_merged(st, s + bounds[j], ln, heads[j], hashes[j], max_len, out, sc, he, k0s[j], k1s[j], absent)
@@ -566,9 +562,6 @@ cdef int encode_state_span(const EncoderState* st, const uint8_t* s, Py_ssize_t 
         out.size = size
         sc.hot_misses = misses
         end[0] = pos
-    if cached:
-        # The piece cache's hits that this table answered: its growth counts them (cache_note_hits).
-        sc.hot_cached = cache_note_hits(<PieceCache*>&st.cache, sc.hot_cached + cached)
     return BPE_OK
 
 
@@ -584,7 +577,8 @@ cdef int encode_piece_hashed(const EncoderState* st, const uint8_t* p, Py_ssize_
         # only, and Russian has 12% of its pieces above that, Chinese 40%).  Exact where pieces are never cut
         # (not parts_cached): every entry is then some piece's own encoding (encode_merged stores pieces only,
         # after this check), which this check would give again.
-        if n > 16 and n <= CACHE_MAX_PIECE and not st.parts_cached and st.cache.table != NULL:
+        if n > 16 and n <= CACHE_MAX_PIECE and not st.parts_cached and st.cache.table != NULL and cache_seen(
+                &st.cache, h):
             if cache_get(&st.cache, p, n, h | 1, out):
                 return BPE_OK
             probed = True
@@ -598,13 +592,16 @@ cdef int encode_merged(const EncoderState* st, const uint8_t* p, Py_ssize_t n, u
                        BpeScratch* sc, bint cut, bint probed=False) noexcept nogil:
     # BPE of p[0:n] through the piece cache (h: its hash_bytes).  cut: a piece, whose parts (encode_parts)
     # are tried on a miss; the whole piece's ids are then stored, so that a piece seen again costs one
-    # lookup however many parts it has.  probed: the caller asked the cache already, and it missed.
+    # lookup however many parts it has.  probed: the caller asked the cache already, and it missed.  A piece
+    # met for the first time (cache_admit) is merged without a lookup, and not stored.
     cdef Py_ssize_t before, c
     cdef int rc
+    cdef bint admitted
     if st.cache.table == NULL or n < 2 or n > CACHE_MAX_PIECE:      # NULL only when off (growth swaps one table for another)
         return encode_long_piece(st, p, n, out, sc) if cut else bpe_merge_piece(st.tables, &st.opt, p, n, out, sc)
     h |= 1                                                # never 0, the empty-entry mark
-    if not probed and cache_get(&st.cache, p, n, h, out):
+    admitted = probed or cache_admit(<PieceCache*>&st.cache, h)
+    if admitted and not probed and cache_get(&st.cache, p, n, h, out):
         return BPE_OK
     before = out.size
     c = next_cut(st, p, 0, n) if cut and st.cut_bits != NULL else n
@@ -612,7 +609,7 @@ cdef int encode_merged(const EncoderState* st, const uint8_t* p, Py_ssize_t n, u
         rc = encode_parts(st, p, n, c, out, sc)
     else:
         rc = bpe_merge_piece(st.tables, &st.opt, p, n, out, sc)
-    if rc == BPE_OK:
+    if rc == BPE_OK and admitted:
         cache_put(<PieceCache*>&st.cache, p, n, h, out.data + before, out.size - before)
     return rc
 

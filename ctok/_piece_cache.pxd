@@ -29,17 +29,25 @@ cdef struct PieceCache:
     # a table that has been replaced is still valid memory, so a lookup racing a growth is only a miss.
     CacheTable* table           # NULL when the cache is off
     uint64_t puts               # stores into the current table (atomic)
-    uint64_t hits               # a sample of the hits since the last window of stores (atomic): one in HIT_SAMPLE
-    uint64_t reused_puts        # stores made in windows that brought enough hits (atomic): when it grows
+    uint64_t evictions          # stores of the current window that replaced another piece (atomic)
     uint64_t held               # bytes of all tables
     uint64_t max_bytes
     int growing                 # 1 while one thread builds the next table (atomic flag)
+    # Admission (cache_admit): bit (h >> 1) & seen_mask of a piece of hash h is set once the piece was met.
+    # A piece is looked up and stored only from its second meeting on.  NULL when the cache is off.
+    uint8_t* seen
+    uint64_t seen_mask          # bits - 1: a power of two, at most SEEN_MAX_BITS, at most 8 per entry of the budget
+    uint64_t seen_marks         # bits set since seen was last cleared (atomic): cleared at an eighth of them
+
+cdef enum:
+    SEEN_MAX_BITS = 1 << 20     # PieceCache.seen: at most 128 KB
 
 cdef extern from "_piece_cache.h" nogil:
     uint8_t ctok_byte_load(const uint8_t* p)
     void ctok_byte_or(uint8_t* p, uint8_t v)
     void ctok_entry_prefetch(const void* p)
     void* ctok_table_peek(void* const* p)
+    void ctok_bits_clear(uint8_t* p, unsigned long n)
 
 cdef inline uint64_t set_index(const CacheTable* t, uint64_t h) noexcept nogil:
     # First entry of the first pair for hash h.  Bit 0 of h is always set (0 marks an empty entry), so the
@@ -58,13 +66,28 @@ cdef inline void cache_prefetch(const PieceCache* c, uint64_t h) noexcept nogil:
     if t != NULL:
         ctok_entry_prefetch(&t.entries[set_index(t, h)])   # set_index(t, h) <= t.mask
 
+cdef inline bint cache_seen(const PieceCache* c, uint64_t h) noexcept nogil:
+    # The piece of hash h was met before (or another piece of its bit): worth a lookup.  True without a filter.
+    cdef uint64_t i
+    if c.seen == NULL:
+        return True
+    i = (h >> 1) & c.seen_mask
+    return (ctok_byte_load(&c.seen[i >> 3]) >> (i & 7)) & 1
+
+cdef inline bint cache_admit(PieceCache* c, uint64_t h) noexcept nogil:
+    # cache_seen, and the piece marked as met when it was not: a piece met for the first time is merged
+    # without a lookup and not stored (most distinct pieces of a text come once: their stores only pushed out
+    # pieces that come back, and grew the table).
+    if cache_seen(c, h):
+        return True
+    seen_mark(c, h)
+    return False
+
+cdef void seen_mark(PieceCache* c, uint64_t h) noexcept nogil
 cdef bint cache_get(const PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_t h, IdVec* out) noexcept nogil
+# Store the ids of a piece met before (cache_admit).
 cdef void cache_put(PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_t h, const uint32_t* ids,
                     Py_ssize_t n_ids) noexcept nogil
-# n hits on pieces this cache holds, answered before reaching it (a thread's table of recent pieces): counted as
-# its own would be (one in HIT_SAMPLE), so that they weigh in its growth as before that table existed.  Returns
-# the part of n not counted yet, for the caller to pass again with its next hits.
-cdef uint64_t cache_note_hits(PieceCache* c, uint64_t n) noexcept nogil
 cdef int cache_init(PieceCache* c, Py_ssize_t max_bytes) noexcept nogil
 cdef void cache_free(PieceCache* c) noexcept nogil
 cdef uint64_t cache_bytes(const PieceCache* c) noexcept nogil

@@ -19,25 +19,28 @@ claims the entry by moving its sequence from even to odd with a compare-and-swap
 the insert), writes, and publishes an even number; a reader copies the entry and accepts it only if the
 sequence was even and unchanged around the copy and the stored bytes equal the piece.
 
-Growth: a first pass over one text stores a few thousand pieces, and every page of a table costs a fault
-the first time it is written (1.5 us per 4 KB page on the machines measured), so the cache starts at
-FIRST_TABLE_BYTES (2 MB: one huge page).  A workload that keeps storing (a server's stream of chat texts in many
-languages) is better served by a larger table (batch of 5,000 mixed texts: 4 MB -> 32 MB of cache, +35-43%
-throughput), so after as many stores as the table has entries, one thread builds a table twice the size,
-copies the live entries into it and publishes it -- counting only the stores made while the table was being
-reused: stores come in windows of an eighth of the table, and a window counts if it brought at least one hit
-for every GROW_STORES_PER_HIT stores.  Text whose pieces seldom come back (Chinese and Japanese runs: 0.27 and
-0.37 repeats per distinct non-token piece in the shared corpus, against 1.0-2.6 for Arabic, Russian, English
-and code) gains little from a larger table and paid for each growth in page faults: a first pass over the
-Chinese file after the other files took 4,611 faults, half of its time.  Windows, not a count since the last
-growth: English before Japanese must not pay for the Japanese text's growth.  Hits are counted one in
-HIT_SAMPLE (by hash bits), so that threads reading the cache seldom write the shared counter.  Replaced tables
-keep their addresses until the cache is freed (a reader may still hold one), but from 2 MB on give their pages
-back (ctok_table_release: 14 MB of a 16 MB table's three predecessors), and growth stops before all tables
-together would exceed the budget: memory stays bounded by max_bytes.  Tables of 2 MB and more are 2 MB aligned, their pages populated by the mmap call (a first pass
-over Dracula took 3,289 page faults with a 4 MB table faulted in page by page), then marked for transparent huge
-pages; marking them before the first touch made a growth wait for memory compaction in fragmented processes
-(see ctok_table_alloc).
+Admission: a piece is looked up and stored only from its second meeting on (cache_admit: a bit per hash in
+PieceCache.seen, cleared when an eighth of its bits are set).  Most distinct pieces of a text come once (o200k, of
+the non-token pieces: Dracula 2,620 of 3,764 distinct ones, code 3,055 of 5,780, Japanese 27,969 of 30,146); storing
+them cost a write to a cold line each, pushed out pieces that come back, and grew the table during first passes.
+A piece that comes back is merged a second time, then stored.  Measured (o200k, first
+passes in bench/compare.py's order): 2-20% faster on every corpus file; a second pass over the same text (the
+prefix cache off) pays the second merges (Russian 4.3 -> 6.5 ms), the third is as fast as before or faster.
+
+Growth: the cache starts at FIRST_TABLE_BYTES (2 MB: one huge page), since every page of a table costs its
+population (0.33 ms per MB here with MAP_POPULATE; a fault per 4 KB page costs more).  A workload whose returning
+pieces outgrow the table (a server's stream of chat texts in many languages) is better served by a larger one,
+so when the stores of a window (an eighth of the table) replaced another piece for one in
+GROW_EVICTIONS_PER_STORE, one thread builds a table twice the size, copies the live entries into it and
+publishes it.  Replacing is the evidence: with admission every stored piece came back at least once, and a
+store replaces one only once both its pairs are full.  Text whose pieces seldom come back (Chinese and Japanese
+runs) stores few and does not grow the table.  Replaced tables keep their addresses until the cache is freed (a
+reader may still hold one), but from 2 MB on give their pages back (ctok_table_release: 14 MB of a 16 MB table's
+three predecessors), and growth stops before all tables together would exceed the budget: memory stays bounded
+by max_bytes (plus the admission bits: at most 1/128 of it).  Tables of 2 MB and more are 2 MB aligned, their
+pages populated by the mmap call (a first pass over Dracula took 3,289 page faults with a 4 MB table faulted in
+page by page), then marked for transparent huge pages; marking them before the first touch made a growth wait
+for memory compaction in fragmented processes (see ctok_table_alloc).
 """
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free
@@ -118,9 +121,7 @@ cdef extern from *:
 from ctok._bpe cimport IdVec, idvec_reserve, idvec_free, BPE_OK
 
 cdef enum:
-    HIT_SAMPLE_SHIFT = 60       # hits whose hash has its top 4 bits clear are counted ...
-    HIT_SAMPLE = 16             # ... one in 16
-    GROW_STORES_PER_HIT = 2     # a table grows when its stores brought at least one hit for this many
+    GROW_EVICTIONS_PER_STORE = 2  # a table grows after a window in which one store in this many replaced a piece
 
 cdef extern from *:
     """
@@ -182,21 +183,34 @@ cdef CacheTable* table_new(uint64_t n) noexcept nogil:
 
 
 cdef int cache_init(PieceCache* c, Py_ssize_t max_bytes) noexcept nogil:
-    cdef uint64_t n = 16
+    cdef uint64_t n = 16, bits
     cdef uint64_t first = max_bytes if max_bytes < FIRST_TABLE_BYTES else FIRST_TABLE_BYTES
     c.table = NULL
     c.puts = 0
-    c.hits = 0
-    c.reused_puts = 0
+    c.evictions = 0
     c.held = 0
     c.max_bytes = 0
     c.growing = 0
+    c.seen = NULL
+    c.seen_mask = 0
+    c.seen_marks = 0
     if max_bytes < <Py_ssize_t>(16 * sizeof(CacheEntry)):
         return 0                                        # too small to help: off
     while (n * 2) * sizeof(CacheEntry) <= first:
         n *= 2
+    # Eight bits per entry of the largest table the budget allows (fewer pieces than that are met between two
+    # clears), at most SEEN_MAX_BITS: 1/128 of the budget or less.
+    bits = 1024
+    while bits < SEEN_MAX_BITS and bits < 8 * (<uint64_t>max_bytes // sizeof(CacheEntry)):
+        bits *= 2
+    c.seen = <uint8_t*>calloc(bits // 8, 1)
+    if c.seen == NULL:
+        return -1
+    c.seen_mask = bits - 1
     c.table = table_new(n)
     if c.table == NULL:
+        free(c.seen)
+        c.seen = NULL
         return -1
     c.held = n * sizeof(CacheEntry)
     c.max_bytes = max_bytes
@@ -214,6 +228,8 @@ cdef void cache_free(PieceCache* c) noexcept nogil:
         t = older
     c.table = NULL
     c.held = 0
+    free(c.seen)
+    c.seen = NULL
 
 
 cdef uint64_t cache_bytes(const PieceCache* c) noexcept nogil:
@@ -301,17 +317,7 @@ cdef bint cache_get(const PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_
     if <CacheTable*>ctok_ptr_load_acquire(<void* const*>&c.table) != t:
         out.size = before
         return False
-    if (h >> HIT_SAMPLE_SHIFT) == 0:                    # the top bits of the hash: one hit in HIT_SAMPLE
-        ctok_count_add(<unsigned long long*>&c.hits)
     return True
-
-
-cdef uint64_t cache_note_hits(PieceCache* c, uint64_t n) noexcept nogil:
-    if c.table == NULL:
-        return 0                                        # off: nothing grows
-    if n >= HIT_SAMPLE:
-        ctok_count_add_n(<unsigned long long*>&c.hits, n // HIT_SAMPLE)
-    return n % HIT_SAMPLE
 
 
 cdef inline CacheEntry* entry_for(CacheTable* t, uint64_t h) noexcept nogil:
@@ -371,8 +377,7 @@ cdef void grow(PieceCache* c, CacheTable* t) noexcept nogil:
     bigger.older = t
     c.held += n * sizeof(CacheEntry)
     ctok_count_reset(<unsigned long long*>&c.puts)
-    ctok_count_reset(<unsigned long long*>&c.hits)
-    ctok_count_reset(<unsigned long long*>&c.reused_puts)
+    ctok_count_reset(<unsigned long long*>&c.evictions)
     ctok_ptr_publish(<void**>&c.table, bigger)
     # Lookups and stores that took t before the switch may still read and write it while its pages turn to
     # zeros: cache_get accepts nothing read from a table that is no longer the current one.
@@ -383,8 +388,9 @@ cdef void grow(PieceCache* c, CacheTable* t) noexcept nogil:
 cdef void cache_put(PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_t h, const uint32_t* ids,
                     Py_ssize_t n_ids) noexcept nogil:
     cdef CacheEntry* e
-    cdef unsigned long long seq, reused
+    cdef unsigned long long seq
     cdef uint64_t window
+    cdef bint replaced
     cdef CacheTable* t = <CacheTable*>ctok_ptr_load_acquire(<void* const*>&c.table)
     if t == NULL or n > CACHE_MAX_PIECE or n_ids > CACHE_MAX_IDS or h == 0:
         return
@@ -393,6 +399,7 @@ cdef void cache_put(PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_t h, c
     seq = ctok_seq_load_acquire(<unsigned long long*>&e.seq)
     if seq & 1 or not ctok_seq_claim(<unsigned long long*>&e.seq, seq):
         return                                          # another writer has it: skip, it is only a cache
+    replaced = e.hash != 0 and e.hash != h
     e.hash = h
     e.length = <uint32_t>n
     e.n_ids = <uint32_t>n_ids
@@ -400,15 +407,27 @@ cdef void cache_put(PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_t h, c
     memcpy(e.piece, s, n)
     memcpy(e.ids, ids, n_ids * sizeof(uint32_t))
     ctok_seq_publish(<unsigned long long*>&e.seq, seq + 2)
+    if replaced:
+        ctok_count_add(<unsigned long long*>&c.evictions)
     # The store that closes a window (one thread: the count is atomic) judges it.  window is a power of two
     # (the table has at least 16 entries).
     window = (t.mask + 1) // 8
     if (ctok_count_add(<unsigned long long*>&c.puts) & (window - 1)) == 0:
-        if ctok_count_load(<unsigned long long*>&c.hits) * HIT_SAMPLE * GROW_STORES_PER_HIT >= window:
-            reused = ctok_count_add_n(<unsigned long long*>&c.reused_puts, window)
-            if reused >= t.mask + 1 and c.held + 2 * (t.mask + 1) * sizeof(CacheEntry) <= c.max_bytes:
-                grow(c, t)
-        ctok_count_reset(<unsigned long long*>&c.hits)
+        if (ctok_count_load(<unsigned long long*>&c.evictions) * GROW_EVICTIONS_PER_STORE >= window
+                and c.held + 2 * (t.mask + 1) * sizeof(CacheEntry) <= c.max_bytes):
+            grow(c, t)
+        ctok_count_reset(<unsigned long long*>&c.evictions)
+
+
+cdef void seen_mark(PieceCache* c, uint64_t h) noexcept nogil:
+    # Mark the piece of hash h as met (cache_admit).  Racy by design: a mark lost to a clear or a racing
+    # thread only delays the piece's first store.  Cleared when an eighth of the bits were set since the last
+    # clear (set bits then answer "met" for an eighth of the new pieces: stores that come early, no harm).
+    cdef uint64_t i = (h >> 1) & c.seen_mask
+    ctok_byte_or(&c.seen[i >> 3], <uint8_t>(1 << (i & 7)))
+    if ctok_count_add(<unsigned long long*>&c.seen_marks) > (c.seen_mask + 1) // 8:
+        ctok_count_reset(<unsigned long long*>&c.seen_marks)
+        ctok_bits_clear(c.seen, (c.seen_mask + 1) // 8)
 
 
 def _cache_for_test(Py_ssize_t max_bytes, list puts, list gets, bint grow_first=False):
@@ -442,4 +461,17 @@ def _cache_for_test(Py_ssize_t max_bytes, list puts, list gets, bint grow_first=
         return found, c.table.mask + 1
     finally:
         idvec_free(&out)
+        cache_free(&c)
+
+
+def _admit_for_test(Py_ssize_t max_bytes, list hashes):
+    """Test hook: a cache of max_bytes; cache_admit of each hash in order: [True when it was met before], and
+    the admission filter's size in bits."""
+    cdef PieceCache c
+    cdef uint64_t h
+    if cache_init(&c, max_bytes) != 0 or c.table == NULL:
+        raise MemoryError("piece cache")
+    try:
+        return [bool(cache_admit(&c, h)) for h in hashes], c.seen_mask + 1
+    finally:
         cache_free(&c)

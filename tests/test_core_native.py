@@ -11,7 +11,7 @@ import tiktoken
 import ctok
 from ctok._bpe import _long_store_for_test, _merge_for_test
 from ctok._encoder import CoreEncoder
-from ctok._piece_cache import _cache_for_test
+from ctok._piece_cache import _cache_for_test, _admit_for_test
 from ctok._vocab import Vocab
 from _shared import corpus_names, corpus_text, reference_encoding
 
@@ -142,6 +142,22 @@ def test_piece_cache_does_not_grow_for_pieces_that_never_come_back(o200k):
         for t in texts[:3]:
             assert core.encode_ordinary(t) == plain.encode_ordinary(t)
     assert core.piece_cache_bytes > 2 << 20
+
+
+def test_piece_cache_admits_a_piece_from_its_second_meeting():
+    # cache_admit answers False the first time a hash is met (the piece is then merged without a lookup and not
+    # stored) and True from the second time on, each hash on its own.  Hash (k << 1) | 1 takes bit k.
+    hashes = [(k << 1) | 1 for k in range(100)]
+    answers, bits = _admit_for_test(2 << 20, hashes + hashes[::-1])
+    assert answers == [False] * 100 + [True] * 100
+    assert bits == 1 << 17                                 # 8 bits per entry of a 2 MB budget's 16,384
+    assert _admit_for_test(32 << 20, [])[1] == 1 << 20     # at most 128 KB
+    # A 16-entry budget gets the smallest filter, 1,024 bits, cleared when its 129th bit is set: a hash marked
+    # before the clear reads as new again, one marked after it as met.
+    hashes = [(k << 1) | 1 for k in range(200)]
+    answers, bits = _admit_for_test(16 * 128, hashes + [hashes[0], hashes[199]])
+    assert bits == 1024
+    assert answers == [False] * 200 + [False, True]
 
 
 def test_piece_cache_never_grows_past_a_small_budget(o200k):
