@@ -176,6 +176,20 @@ def _aimed(first, second, tag):
     return (second << 32) | (tag << 8) | (first << 1) | 1
 
 
+def test_piece_cache_grows_when_its_stores_replace_pieces():
+    # A 2 MB first table (16,384 entries, judged in windows of 2,048 stores) grows after a window in which one
+    # store in two replaced another piece, not for stores that find room: filling every entry (two pieces per
+    # pair) leaves it at its size; one window more of stores aimed at full pairs doubles it.
+    def aimed(first, second, tag):      # as _aimed, for a table of 16,384 entries: the tag above the index bits
+        return (second << 32) | (tag << 16) | (first << 1) | 1
+    fill = [(b"fill%d" % k, aimed(2 * (k // 2), 2 * (k // 2), k), [k % 1000 + 1]) for k in range(16384)]
+    crowd = [(b"crowd%d" % j, aimed(2 * j, 2 * (j + 4096), 20000 + j), [7]) for j in range(2048)]
+    found, size = _cache_for_test(8 << 20, fill, [(fill[5][0], fill[5][1])])
+    assert size == 16384 and found == [fill[5][2]]
+    found, size = _cache_for_test(8 << 20, fill + crowd, [(crowd[9][0], crowd[9][1])])
+    assert size == 32768 and found == [crowd[9][2]]    # grown, the live entries carried over
+
+
 def test_piece_cache_keeps_pieces_of_a_full_pair_in_their_second_pair():
     # A 16-entry table.  Five pieces share their first pair: two fit there, the others go to their second
     # pairs (two of them share one), and all five are found; without the second choice three would be lost.
