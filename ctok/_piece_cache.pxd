@@ -66,12 +66,16 @@ cdef inline void cache_prefetch(const PieceCache* c, uint64_t h) noexcept nogil:
     if t != NULL:
         ctok_entry_prefetch(&t.entries[set_index(t, h)])   # set_index(t, h) <= t.mask
 
+cdef inline uint64_t seen_bit(const PieceCache* c, uint64_t h) noexcept nogil:
+    # The admission filter's bit for a piece of hash h.
+    return (h >> 1) & c.seen_mask
+
 cdef inline bint cache_seen(const PieceCache* c, uint64_t h) noexcept nogil:
     # The piece of hash h was met before (or another piece of its bit): worth a lookup.  True without a filter.
     cdef uint64_t i
     if c.seen == NULL:
         return True
-    i = (h >> 1) & c.seen_mask
+    i = seen_bit(c, h)
     return (ctok_byte_load(&c.seen[i >> 3]) >> (i & 7)) & 1
 
 cdef inline bint cache_admit(PieceCache* c, uint64_t h) noexcept nogil:
@@ -80,10 +84,11 @@ cdef inline bint cache_admit(PieceCache* c, uint64_t h) noexcept nogil:
     # pieces that come back, and grew the table).
     if cache_seen(c, h):
         return True
-    seen_mark(c, h)
+    seen_mark(c, seen_bit(c, h))
     return False
 
-cdef void seen_mark(PieceCache* c, uint64_t h) noexcept nogil
+# Set bit i of the admission filter (seen_bit), clearing the filter when an eighth of its bits were set.
+cdef void seen_mark(PieceCache* c, uint64_t i) noexcept nogil
 cdef bint cache_get(const PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_t h, IdVec* out) noexcept nogil
 # Store the ids of a piece met before (cache_admit).
 cdef void cache_put(PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_t h, const uint32_t* ids,

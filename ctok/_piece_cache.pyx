@@ -4,7 +4,7 @@ Why: BPE of a piece that is not itself a token costs dozens of table lookups; na
 pieces (names, code identifiers, common CJK runs).  Contract: `cache_get` either appends exactly the ids
 that `cache_put` stored for these bytes, or reports a miss; results never depend on whether it hit.
 
-Memory is fixed at creation (a power-of-two array of 128-byte entries within the byte budget), two-way
+Each table is a power-of-two array of 128-byte entries (all tables together within the byte budget), two-way
 set associative with a second choice: a piece may sit in either entry of the pair its hash picks (its first
 pair), or, when that pair was full, of a second pair picked by other hash bits; an insert takes a free or
 matching entry of the first pair, else a matching or free one of the second (and marks the first pair as
@@ -140,9 +140,6 @@ cdef extern from *:
     static inline unsigned long long ctok_count_add(unsigned long long* p) {
         return __atomic_add_fetch(p, 1, __ATOMIC_RELAXED);
     }
-    static inline unsigned long long ctok_count_add_n(unsigned long long* p, unsigned long long n) {
-        return __atomic_add_fetch(p, n, __ATOMIC_RELAXED);
-    }
     static inline unsigned long long ctok_count_load(const unsigned long long* p) {
         return __atomic_load_n(p, __ATOMIC_RELAXED);
     }
@@ -156,7 +153,6 @@ cdef extern from *:
     void* ctok_ptr_load_acquire(void* const* p) nogil
     void ctok_ptr_publish(void** p, void* v) nogil
     unsigned long long ctok_count_add(unsigned long long* p) nogil
-    unsigned long long ctok_count_add_n(unsigned long long* p, unsigned long long n) nogil
     unsigned long long ctok_count_load(const unsigned long long* p) nogil
     void ctok_count_reset(unsigned long long* p) nogil
     bint ctok_flag_take(int* p) nogil
@@ -419,11 +415,10 @@ cdef void cache_put(PieceCache* c, const uint8_t* s, Py_ssize_t n, uint64_t h, c
         ctok_count_reset(<unsigned long long*>&c.evictions)
 
 
-cdef void seen_mark(PieceCache* c, uint64_t h) noexcept nogil:
-    # Mark the piece of hash h as met (cache_admit).  Racy by design: a mark lost to a clear or a racing
-    # thread only delays the piece's first store.  Cleared when an eighth of the bits were set since the last
-    # clear (set bits then answer "met" for an eighth of the new pieces: stores that come early, no harm).
-    cdef uint64_t i = (h >> 1) & c.seen_mask
+cdef void seen_mark(PieceCache* c, uint64_t i) noexcept nogil:
+    # Racy by design: a mark lost to a clear or a racing thread only delays the piece's first store.  Cleared
+    # when an eighth of the bits were set since the last clear (set bits then answer "met" for an eighth of the
+    # new pieces: stores that come early, no harm).
     ctok_byte_or(&c.seen[i >> 3], <uint8_t>(1 << (i & 7)))
     if ctok_count_add(<unsigned long long*>&c.seen_marks) > (c.seen_mask + 1) // 8:
         ctok_count_reset(<unsigned long long*>&c.seen_marks)

@@ -168,22 +168,20 @@ def test_piece_cache_never_grows_past_a_small_budget(o200k):
     assert core.piece_cache_bytes == 64 * 128
 
 
-def _aimed(first, second, tag):
+def _aimed(first, second, tag, entries=64):
     # A piece-cache hash whose first pair starts at entry `first` and second pair at entry `second` (even
-    # numbers below the table's size, at most 64 entries): the first pair's index is taken from bits 1 and up,
-    # the second's from the high half, bit 0 is always set.  tag (< 2**20) tells equal aims apart: an entry of
-    # the same hash is the piece's own place, taken over.
-    return (second << 32) | (tag << 8) | (first << 1) | 1
+    # numbers below the table's size, `entries`): the first pair's index is taken from bits 1 and up, the
+    # second's from the high half, bit 0 is always set.  tag (below 2 ** (31 - entries.bit_length())) tells
+    # equal aims apart, in the bits above the index: an entry of the same hash is the piece's own place, taken over.
+    return (second << 32) | (tag << (entries.bit_length() + 1)) | (first << 1) | 1
 
 
 def test_piece_cache_grows_when_its_stores_replace_pieces():
     # A 2 MB first table (16,384 entries, judged in windows of 2,048 stores) grows after a window in which one
     # store in two replaced another piece, not for stores that find room: filling every entry (two pieces per
     # pair) leaves it at its size; one window more of stores aimed at full pairs doubles it.
-    def aimed(first, second, tag):      # as _aimed, for a table of 16,384 entries: the tag above the index bits
-        return (second << 32) | (tag << 16) | (first << 1) | 1
-    fill = [(b"fill%d" % k, aimed(2 * (k // 2), 2 * (k // 2), k), [k % 1000 + 1]) for k in range(16384)]
-    crowd = [(b"crowd%d" % j, aimed(2 * j, 2 * (j + 4096), 20000 + j), [7]) for j in range(2048)]
+    fill = [(b"fill%d" % k, _aimed(2 * (k // 2), 2 * (k // 2), k, 16384), [k % 1000 + 1]) for k in range(16384)]
+    crowd = [(b"crowd%d" % j, _aimed(2 * j, 2 * (j + 4096), 20000 + j, 16384), [7]) for j in range(2048)]
     found, size = _cache_for_test(8 << 20, fill, [(fill[5][0], fill[5][1])])
     assert size == 16384 and found == [fill[5][2]]
     found, size = _cache_for_test(8 << 20, fill + crowd, [(crowd[9][0], crowd[9][1])])
