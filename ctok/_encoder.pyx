@@ -2240,12 +2240,25 @@ cdef unsigned nf_mask(tuple forms) except? 0:
     return mask
 
 
+cdef Py_ssize_t stretch_end(str text, Py_ssize_t n, Py_ssize_t p, unsigned mask, Py_ssize_t* doubt) except -1:
+    # The end of the doubtful stretch holding p (a position the quick check doubts, p < n): the first boundary
+    # character after it, stretches that start closer than NF_JOIN_GAP after it joined in; *doubt: the next
+    # doubtful position past the stretch (n for none).
+    cdef Py_ssize_t b = ctok_nf_boundary_after(text, p, mask)      # p < n
+    p = ctok_nf_scan(text, b, mask)                                 # b <= n, and text[b] is a boundary when b < n
+    while p < n and p - b < NF_JOIN_GAP:
+        b = ctok_nf_boundary_after(text, p, mask)
+        p = ctok_nf_scan(text, b, mask)
+    doubt[0] = p
+    return b
+
+
 cdef bint unchanged_by(str text, tuple forms, unsigned mask) except -1:
     # True when text is its own normal form under each of `forms` in turn (mask = nf_mask(forms)): what HF's
     # normalizer does to it is then nothing.  The quick check in C (_nf_check.h) settles almost every text;
     # only the stretches it doubts, cut at boundary characters (nothing before one interacts with anything
     # after it), are normalized by unicodedata2, and the first stretch that changes ends the check: the slow
-    # route then normalizes the text itself, by parts (hf._unicode_normalize).  Before, unicodedata2 normalized
+    # route then normalizes the text itself, by stretches (nf_doubtful_spans).  Before, unicodedata2 normalized
     # the whole text: about 1 ns a character on normalized text (Dracula: 18.3M instructions, now 1.1M), and a
     # whole normalization to answer no (Python docs, one KELVIN SIGN: 232M, now 1.8M).  Normalized under
     # Unicode 16 implies normalized under HF's older data too (see hf._normalize_part).
@@ -2256,11 +2269,7 @@ cdef bint unchanged_by(str text, tuple forms, unsigned mask) except -1:
     p = ctok_nf_scan(text, 0, mask)
     while p < n:
         a = ctok_nf_boundary_before(text, p, lo, mask)     # lo <= p: lo is 0 or the last stretch's end
-        b = ctok_nf_boundary_after(text, p, mask)          # p < n
-        p = ctok_nf_scan(text, b, mask)                     # b <= n, and text[b] is a boundary when b < n
-        while p < n and p - b < NF_JOIN_GAP:
-            b = ctok_nf_boundary_after(text, p, mask)
-            p = ctok_nf_scan(text, b, mask)
+        b = stretch_end(text, n, p, mask, &p)
         part = text[a:b]
         for form in forms:
             u = _unicode_normalize(form, part)
@@ -2268,6 +2277,28 @@ cdef bint unchanged_by(str text, tuple forms, unsigned mask) except -1:
                 return False
         lo = b
     return True
+
+
+def nf_doubtful_spans(str text, str form):
+    """[(a, b), ...]: the stretches of `text` that the quick check for the Unicode normal form `form` doubts, in
+    order, apart, each starting at a boundary character (or 0) and ending at one (or the text's end): normalizing
+    text[:j] and text[j:] apart equals normalizing text when text[j] is a boundary.  Outside the stretches the
+    text passes the quick check, so it is its own normal form there: normalizing each stretch alone and keeping
+    the rest normalizes the whole text (hf._unicode_normalize).  Stretches closer than NF_JOIN_GAP are joined."""
+    cdef unsigned mask = nf_mask((form,))
+    cdef Py_ssize_t n, p, a, b, lo = 0
+    cdef list out = []
+    ctok_str_ready(text)                # the scans read the code units
+    if PyUnicode_IS_ASCII(text):
+        return out
+    n = PyUnicode_GET_LENGTH(text)
+    p = ctok_nf_scan(text, 0, mask)
+    while p < n:
+        a = ctok_nf_boundary_before(text, p, lo, mask)     # lo <= p: lo is 0 or the last stretch's end
+        b = stretch_end(text, n, p, mask, &p)
+        out.append((a, b))
+        lo = b
+    return out
 
 
 cdef struct Route:

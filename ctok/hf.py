@@ -26,6 +26,7 @@ from typing import Dict, List, Optional, Tuple
 import regex
 import unicodedata2
 
+from ctok._encoder import nf_doubtful_spans
 from ctok.errors import InvalidTextError, UnsupportedFeatureError, VocabFormatError
 
 __all__ = ["load_tokenizer_json", "HFPipeline", "GPT2_BYTELEVEL_PATTERN", "BYTE_TO_CHAR", "CHAR_TO_BYTE"]
@@ -152,16 +153,6 @@ def _normalize_part(form: str, s: str) -> str:
     return "".join(out)
 
 
-# Why parts: one character that is not normalized, anywhere in a long text, made unicodedata2 normalize the
-# whole of it (the Python docs in ../shared: 49 ms for one change near the end, three times the encode), and
-# the text's check for HF's unknown code points scanned it all again.  Between two ASCII characters nothing
-# decomposes, reorders or composes under any of the four forms (ASCII characters are starters without
-# decompositions, and none is the second of a canonical composition), so a text cut there normalizes part
-# by part, and parts already normalized pass unicodedata2's quick check at about 1.5 ns per character.
-_NORMALIZE_PART = 16384
-_TWO_ASCII = re.compile("[\x00-\x7f]{2}")
-
-
 def normalize_forms(forms, s: str) -> str:
     """HF's Unicode normalizers `forms` (applied in order) on s, with HF's Unicode data (see _normalize_part)."""
     for form in forms:
@@ -170,24 +161,29 @@ def normalize_forms(forms, s: str) -> str:
 
 
 def _unicode_normalize(form: str, s: str) -> str:
-    """`form` normalization as HF computes it, in parts of about _NORMALIZE_PART characters."""
+    """`form` normalization as HF computes it, stretch by stretch.
+
+    Why stretches: one character that is not normalized, anywhere in a long text, made unicodedata2 normalize the
+    whole of it (the Python docs in ../shared: 49 ms for one change near the end, three times the encode); cut
+    into parts of 16K characters, a text with marks throughout still went through it whole (the multilingual
+    UDHR under Qwen 3's NFC: 25 ms for 1.35 MB).  Only the stretches the quick check doubts can change
+    (_encoder.nf_doubtful_spans, cut at characters across which nothing interacts); those are normalized alone
+    and the rest is kept."""
     if s.isascii():
         return s
-    n = len(s)
-    if n <= 2 * _NORMALIZE_PART:
-        return _normalize_part(form, s)
     out = []
     pos = 0
-    changed = False
-    while pos < n:
-        m = _TWO_ASCII.search(s, pos + _NORMALIZE_PART) if pos + 2 * _NORMALIZE_PART < n else None
-        cut = n if m is None else m.start() + 1          # between the two ASCII characters
-        part = s[pos:cut]
+    for a, b in nf_doubtful_spans(s, form):
+        part = s[a:b]
         u = _normalize_part(form, part)
-        changed = changed or u is not part
-        out.append(u)
-        pos = cut
-    return "".join(out) if changed else s
+        if u is not part:
+            out.append(s[pos:a])
+            out.append(u)
+            pos = b
+    if not out:
+        return s
+    out.append(s[pos:])
+    return "".join(out)
 
 
 # Uppercase letters newer than this Python's Unicode data whose lowercase Rust (and so HF's Lowercase) knows:

@@ -1,13 +1,18 @@
-"""Unicode normalization of long texts, part by part (ctok.hf._unicode_normalize cuts a text between two ASCII
-characters): equal to HF tokenizers' own NFC / NFKC / NFD / NFKD normalizers on texts built so that cuts fall
-next to combining marks, Hangul jamo, singletons, compatibility characters and code points HF does not know."""
+"""Unicode normalization stretch by stretch (ctok.hf._unicode_normalize normalizes only the stretches the quick
+check doubts, ctok._encoder.nf_doubtful_spans, and keeps the rest): equal to HF tokenizers' own NFC / NFKC / NFD /
+NFKD normalizers on texts built so that stretches start and end next to combining marks, Hangul jamo, singletons,
+compatibility characters and code points HF does not know, close enough to be joined or far enough apart not to
+be; and the stretches themselves checked against unicodedata2: what lies outside them is normalized, and every
+stretch's ends are places where normalizing the two sides apart changes nothing."""
 import os
 import random
 
 import pytest
+import unicodedata2
 from tokenizers import normalizers
 
 from ctok import hf
+from ctok._encoder import nf_doubtful_spans
 from _shared import corpus_names, corpus_text
 
 SEED = int(os.environ.get("CTOK_SEED", "1234"))
@@ -34,19 +39,53 @@ def _text(rnd, n):
     return "".join(out)
 
 
-@pytest.mark.parametrize("part", [2, 8, 64, hf._NORMALIZE_PART])
+# Filler between the pieces: ASCII, and starters outside ASCII that the quick check passes (Cyrillic, CJK, a
+# Hangul syllable, an emoji), in runs short enough for the stretches around the pieces to be joined (NF_JOIN_GAP,
+# 256 characters) and long enough not to be.
+FILLER = "abcdeoAEO xy,.\n" + "\u0436\u4e2d\uac00\U0001f600"
+
+
+def _text(rnd, n):
+    out, size = [], 0
+    while size < n:
+        if rnd.random() < 0.5:
+            run = rnd.choice((rnd.randint(1, 6), rnd.randint(200, 320), rnd.randint(0, 700)))
+            out.append("".join(rnd.choice(FILLER) for _ in range(run)))
+        else:
+            out.append(rnd.choice(PIECES))
+        size += len(out[-1])
+    return "".join(out)
+
+
 @pytest.mark.parametrize("form", list(FORMS))
-def test_parts_equal_hf_normalizer(monkeypatch, form, part):
-    monkeypatch.setattr(hf, "_NORMALIZE_PART", part)
-    rnd = random.Random(SEED + part)
-    for _ in range(30 if part < 100 else 4):
-        text = _text(rnd, rnd.randint(2 * part + 1, 6 * part + 50))
+def test_stretches_equal_hf_normalizer(form):
+    rnd = random.Random(SEED + len(form))
+    for _ in range(40):
+        text = _text(rnd, rnd.randint(1, 5000))
         assert hf._unicode_normalize(form, text) == FORMS[form].normalize_str(text)
 
 
+@pytest.mark.parametrize("form", list(FORMS))
+def test_doubtful_spans_cover_every_change(form):
+    rnd = random.Random(SEED + 7 * len(form))
+    for _ in range(40):
+        text = _text(rnd, rnd.randint(1, 3000))
+        spans = nf_doubtful_spans(text, form)
+        whole = unicodedata2.normalize(form, text)
+        pos = 0
+        for a, b in spans:
+            assert pos <= a < b <= len(text)
+            outside = text[pos:a]
+            assert unicodedata2.normalize(form, outside) == outside
+            for cut in (a, b):
+                assert unicodedata2.normalize(form, text[:cut]) + unicodedata2.normalize(form, text[cut:]) == whole
+            pos = b
+        assert unicodedata2.normalize(form, text[pos:]) == text[pos:]
+    assert nf_doubtful_spans("plain ASCII", form) == []
+
+
 @pytest.mark.parametrize("form", ["NFC", "NFKD"])
-def test_parts_equal_hf_normalizer_on_corpus(monkeypatch, form):
-    monkeypatch.setattr(hf, "_NORMALIZE_PART", 512)
+def test_stretches_equal_hf_normalizer_on_corpus(form):
     for name in corpus_names():
         text = corpus_text(name, 200_000)
         assert hf._unicode_normalize(form, text) == FORMS[form].normalize_str(text), name
