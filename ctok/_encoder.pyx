@@ -2034,12 +2034,15 @@ cpdef str exact_str(object text):
 
 cdef extern from "Python.h":
     Py_UCS4 PyUnicode_READ_CHAR(object s, Py_ssize_t i)
+    Py_UCS4 PyUnicode_READ(int kind, const void* data, Py_ssize_t i)
+    int PyUnicode_KIND(object s)
+    void* PyUnicode_DATA(object s)
+    int PyUnicode_4BYTE_KIND
+    object PyUnicode_FromKindAndData(int kind, const void* buffer, Py_ssize_t size)
 
 cdef extern from "_find_char.h":
     Py_ssize_t ctok_find_char(object text, Py_UCS4 ch, Py_ssize_t start, Py_ssize_t end)
 
-
-from unicodedata2 import normalize as _unicode_normalize
 
 _NO_SPECIALS = frozenset()
 
@@ -2214,13 +2217,18 @@ cdef extern from "_nf_check.h":
     Py_ssize_t ctok_nf_scan(object text, Py_ssize_t i, unsigned mask)
     Py_ssize_t ctok_nf_boundary_before(object text, Py_ssize_t p, Py_ssize_t lo, unsigned mask)
     Py_ssize_t ctok_nf_boundary_after(object text, Py_ssize_t p, unsigned mask)
+    Py_ssize_t ctok_nf_scan_short(object text, Py_ssize_t i, Py_ssize_t limit, unsigned mask)
 
 
 cdef enum:
-    # Doubtful characters closer than this to the previous doubtful stretch are checked in the same call, so a
-    # normalized text full of them (composition seconds that compose with nothing) costs a call per 256
-    # characters at worst, not one per character.
-    NF_JOIN_GAP = 256
+    # Doubtful characters closer than NF_JOIN_GAP to the previous doubtful stretch join it while it is shorter
+    # than NF_STRETCH: a stretch costs a boundary walk and a scan besides its characters, so a text dense with
+    # doubt (a mark on every letter: Vietnamese in NFD) goes by longer stretches, and a text that is not
+    # normalized is found so within some NF_STRETCH characters.  Measured (one run, NFC): the multilingual UDHR
+    # normalized with gaps of 0, 8 and 256 characters in 1.9, 2.3 and 3.5 ms; "e" + U+0301 100,000 times in
+    # 6.2 ms with a gap of 0, 1.7 ms with these (unicodedata2: 3.5 ms).
+    NF_JOIN_GAP = 8
+    NF_STRETCH = 4096
 
 
 cdef unsigned nf_mask(tuple forms) except? 0:
@@ -2240,43 +2248,120 @@ cdef unsigned nf_mask(tuple forms) except? 0:
     return mask
 
 
-cdef Py_ssize_t stretch_end(str text, Py_ssize_t n, Py_ssize_t p, unsigned mask, Py_ssize_t* doubt) except -1:
-    # The end of the doubtful stretch holding p (a position the quick check doubts, p < n): the first boundary
-    # character after it, stretches that start closer than NF_JOIN_GAP after it joined in; *doubt: the next
-    # doubtful position past the stretch (n for none).
+cdef extern from "_nf_normalize.h" nogil:
+    void ctok_nf_tables_init()
+    size_t ctok_nf_decomposed_len(const uint32_t* cps, size_t n, int compat)
+    size_t ctok_nf_normalize(const uint32_t* cps, size_t n, int form, uint32_t* out, uint8_t* cc)
+
+ctok_nf_tables_init()                   # once, at import (under the GIL): the normalizer's lookups read them
+
+
+cdef Py_ssize_t stretch_end(str text, Py_ssize_t n, Py_ssize_t a, Py_ssize_t p, unsigned mask,
+                            Py_ssize_t* doubt) except -1:
+    # The end of the doubtful stretch from a holding p (a position the quick check doubts, a <= p < n): the first
+    # boundary character after p, stretches that start closer than NF_JOIN_GAP after it joined in while it is
+    # shorter than NF_STRETCH; *doubt: the next doubtful position past the stretch (n for none).
     cdef Py_ssize_t b = ctok_nf_boundary_after(text, p, mask)      # p < n
-    p = ctok_nf_scan(text, b, mask)                                 # b <= n, and text[b] is a boundary when b < n
-    while p < n and p - b < NF_JOIN_GAP:
-        b = ctok_nf_boundary_after(text, p, mask)
-        p = ctok_nf_scan(text, b, mask)
-    doubt[0] = p
+    cdef Py_ssize_t q = ctok_nf_scan_short(text, b, NF_JOIN_GAP, mask)     # b <= n, a boundary when b < n
+    while q < n and q - b < NF_JOIN_GAP and b - a < NF_STRETCH:
+        b = ctok_nf_boundary_after(text, q, mask)
+        q = ctok_nf_scan_short(text, b, NF_JOIN_GAP, mask)
+    doubt[0] = q if q < n and q - b < NF_JOIN_GAP else n if q >= n else ctok_nf_scan(text, b, mask)
     return b
+
+
+cdef struct NfBuffers:
+    # Scratch of the native normalizer: a stretch's code points, its normal form, the classes beside it.
+    uint32_t* cps
+    uint32_t* out
+    uint8_t* cc
+    size_t cps_cap
+    size_t out_cap
+
+
+cdef void nf_buffers_free(NfBuffers* nb) noexcept:
+    free(nb.cps)
+    free(nb.out)
+    free(nb.cc)
+
+
+cdef size_t nf_stretch(str text, Py_ssize_t a, Py_ssize_t b, int form, NfBuffers* nb) except? 0:
+    # nb.out[0:result] = the `form` normal form of text[a:b] (a < b); nb.cps[0:b - a] = its code points.
+    cdef size_t i, n = <size_t>(b - a), m
+    cdef int kind = PyUnicode_KIND(text)
+    cdef const void* data = PyUnicode_DATA(text)
+    cdef void* p
+    if n > nb.cps_cap:
+        p = realloc(nb.cps, n * sizeof(uint32_t))
+        if p == NULL:
+            raise MemoryError()
+        nb.cps = <uint32_t*>p
+        nb.cps_cap = n
+    for i in range(n):
+        nb.cps[i] = PyUnicode_READ(kind, data, a + <Py_ssize_t>i)        # a + i < b <= len(text)
+    m = ctok_nf_decomposed_len(nb.cps, n, form & 1)
+    if m > nb.out_cap:
+        p = realloc(nb.out, m * sizeof(uint32_t))
+        if p == NULL:
+            raise MemoryError()
+        nb.out = <uint32_t*>p
+        p = realloc(nb.cc, m)
+        if p == NULL:
+            raise MemoryError()
+        nb.cc = <uint8_t*>p
+        nb.out_cap = m
+    return ctok_nf_normalize(nb.cps, n, form, nb.out, nb.cc)
+
+
+cdef inline bint nf_same(const NfBuffers* nb, size_t m, size_t n) noexcept:
+    # The stretch's normal form (nb.out[0:m]) is the stretch itself (nb.cps[0:n]).
+    return m == n and memcmp(nb.out, nb.cps, n * sizeof(uint32_t)) == 0
+
+
+cdef int nf_form(str form) except -1:
+    # A form's number in _nf_normalize.h (the bit order of CTOK_NF_*).
+    if form == "NFC":
+        return 0
+    if form == "NFKC":
+        return 1
+    if form == "NFD":
+        return 2
+    if form == "NFKD":
+        return 3
+    raise ValueError(f"unknown Unicode normal form {form!r}")
 
 
 cdef bint unchanged_by(str text, tuple forms, unsigned mask) except -1:
     # True when text is its own normal form under each of `forms` in turn (mask = nf_mask(forms)): what HF's
     # normalizer does to it is then nothing.  The quick check in C (_nf_check.h) settles almost every text;
     # only the stretches it doubts, cut at boundary characters (nothing before one interacts with anything
-    # after it), are normalized by unicodedata2, and the first stretch that changes ends the check: the slow
-    # route then normalizes the text itself, by stretches (nf_doubtful_spans).  Before, unicodedata2 normalized
-    # the whole text: about 1 ns a character on normalized text (Dracula: 18.3M instructions, now 1.1M), and a
-    # whole normalization to answer no (Python docs, one KELVIN SIGN: 232M, now 1.8M).  Normalized under
-    # Unicode 16 implies normalized under HF's older data too (see hf._normalize_part).
+    # after it), are normalized (_nf_normalize.h), and the first stretch that changes ends the check: the slow
+    # route then normalizes the text itself (nf_normalize).  Before, unicodedata2 normalized the whole text:
+    # about 1 ns a character on normalized text (Dracula: 18.3M instructions, now 1.1M), and a whole
+    # normalization to answer no (Python docs, one KELVIN SIGN: 232M, now 1.8M).
     cdef Py_ssize_t n, p, a, b, lo = 0
+    cdef size_t m
+    cdef NfBuffers nb
     if not forms or PyUnicode_IS_ASCII(text):
         return True
     n = PyUnicode_GET_LENGTH(text)
     p = ctok_nf_scan(text, 0, mask)
-    while p < n:
-        a = ctok_nf_boundary_before(text, p, lo, mask)     # lo <= p: lo is 0 or the last stretch's end
-        b = stretch_end(text, n, p, mask, &p)
-        part = text[a:b]
-        for form in forms:
-            u = _unicode_normalize(form, part)
-            if u is not part and u != part:
-                return False
-        lo = b
-    return True
+    if p >= n:
+        return True
+    codes = [nf_form(form) for form in forms]
+    memset(&nb, 0, sizeof(nb))
+    try:
+        while p < n:
+            a = ctok_nf_boundary_before(text, p, lo, mask)     # lo <= p: lo is 0 or the last stretch's end
+            b = stretch_end(text, n, a, p, mask, &p)              # a < b
+            for code in codes:
+                m = nf_stretch(text, a, b, code, &nb)
+                if not nf_same(&nb, m, <size_t>(b - a)):
+                    return False
+            lo = b
+        return True
+    finally:
+        nf_buffers_free(&nb)
 
 
 def nf_doubtful_spans(str text, str form):
@@ -2284,7 +2369,7 @@ def nf_doubtful_spans(str text, str form):
     order, apart, each starting at a boundary character (or 0) and ending at one (or the text's end): normalizing
     text[:j] and text[j:] apart equals normalizing text when text[j] is a boundary.  Outside the stretches the
     text passes the quick check, so it is its own normal form there: normalizing each stretch alone and keeping
-    the rest normalizes the whole text (hf._unicode_normalize).  Stretches closer than NF_JOIN_GAP are joined."""
+    the rest normalizes the whole text (nf_normalize).  Stretches closer than NF_JOIN_GAP are joined."""
     cdef unsigned mask = nf_mask((form,))
     cdef Py_ssize_t n, p, a, b, lo = 0
     cdef list out = []
@@ -2295,10 +2380,48 @@ def nf_doubtful_spans(str text, str form):
     p = ctok_nf_scan(text, 0, mask)
     while p < n:
         a = ctok_nf_boundary_before(text, p, lo, mask)     # lo <= p: lo is 0 or the last stretch's end
-        b = stretch_end(text, n, p, mask, &p)
+        b = stretch_end(text, n, a, p, mask, &p)
         out.append((a, b))
         lo = b
     return out
+
+
+def nf_normalize(str text, str form):
+    """The `form` normalization of `text` (NFC, NFKC, NFD or NFKD) as HF's normalizers compute it; `text` itself
+    when it is its own normal form.  Only the stretches the quick check doubts (nf_doubtful_spans) are normalized,
+    natively (_nf_normalize.h); the rest is kept as it is."""
+    cdef int code = nf_form(form)
+    cdef unsigned mask = nf_mask((form,))
+    cdef Py_ssize_t n, p, a, b, lo = 0, kept = 0
+    cdef size_t m
+    cdef NfBuffers nb
+    cdef list parts = []
+    ctok_str_ready(text)                # the scans read the code units
+    if PyUnicode_IS_ASCII(text):
+        return text
+    n = PyUnicode_GET_LENGTH(text)
+    p = ctok_nf_scan(text, 0, mask)
+    if p >= n:
+        return text
+    memset(&nb, 0, sizeof(nb))
+    try:
+        while p < n:
+            a = ctok_nf_boundary_before(text, p, lo, mask)     # lo <= p: lo is 0 or the last stretch's end
+            b = stretch_end(text, n, a, p, mask, &p)              # a < b
+            m = nf_stretch(text, a, b, code, &nb)
+            if not nf_same(&nb, m, <size_t>(b - a)):
+                if a > kept:
+                    parts.append(text[kept:a])
+                parts.append(PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, nb.out, <Py_ssize_t>m))
+                kept = b
+            lo = b
+    finally:
+        nf_buffers_free(&nb)
+    if not parts:
+        return text
+    if kept < n:
+        parts.append(text[kept:])
+    return "".join(parts)
 
 
 cdef struct Route:
@@ -2373,11 +2496,6 @@ cdef object normalized_plain(str text, object normalize, object plain, const Rou
     if type(normalized) is not str or not holds_none(<str>normalized, &r.all, all_prefix):
         return None
     return plain(normalized)
-
-
-cdef extern from "Python.h":
-    int PyUnicode_KIND(object s)
-    void* PyUnicode_DATA(object s)
 
 
 cdef bint has_surrogate(str text):

@@ -168,6 +168,19 @@ static Py_ssize_t ctok_nf_scan(PyObject* text, Py_ssize_t i, unsigned mask) {
     }
 }
 
+/* The quick check from index i (0 or a boundary character) character by character, over at most `limit`
+ * characters: the index of the first character at which it cannot answer Yes, else min(i + limit, len(text)).
+ * For the short gaps between doubtful stretches, where ctok_nf_scan's 16-character steps fail at once. */
+static Py_ssize_t ctok_nf_scan_short(PyObject* text, Py_ssize_t i, Py_ssize_t limit, unsigned mask) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), end = limit < n - i ? i + limit : n;
+    int kind = PyUnicode_KIND(text);
+    const void* data = PyUnicode_DATA(text);
+    unsigned last = 0;
+    for (; i < end; i++)                                    /* i < end <= n */
+        if (!ctok_nf_ok(PyUnicode_READ(kind, data, i), mask, &last)) return i;
+    return end;
+}
+
 /* The last boundary character at or before p - 1 and not before lo, else lo (lo: 0 or a boundary), so that
  * text[result:] can be normalized apart from what precedes it; 0 <= lo <= p <= len(text). */
 static Py_ssize_t ctok_nf_boundary_before(PyObject* text, Py_ssize_t p, Py_ssize_t lo, unsigned mask) {

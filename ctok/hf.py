@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Tuple
 import regex
 import unicodedata2
 
-from ctok._encoder import nf_doubtful_spans
+from ctok._encoder import nf_normalize
 from ctok.errors import InvalidTextError, UnsupportedFeatureError, VocabFormatError
 
 __all__ = ["load_tokenizer_json", "HFPipeline", "GPT2_BYTELEVEL_PATTERN", "BYTE_TO_CHAR", "CHAR_TO_BYTE"]
@@ -84,106 +84,18 @@ _WS = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u20
 _WORD_CHAR = regex.compile(r"[\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}]")
 _ASCII_PUNCT = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
 
-# Code points whose normalization properties (decomposition, combining class, composition) are newer than the
-# Unicode data HF's normalizers use (crate unicode-normalization-alignments, Unicode 9 era): HF treats them as
-# unassigned, i.e. inert starters.  Found by probing every code point with a non-trivial property in Unicode 16
-# against tokenizers 0.23's NFD/NFKD/NFC (decomposition present? combining class honoured? composes?).
-_HF_INERT_RANGES = (
-    "7FD 897-89F 8CA-8D3 9FE C3C D3B-D3C EBA 1715 1ABF-1ACE 1DF6-1DFA 32FF A7F2-A7F4 A82C AB69 105C9 105D2 "
-    "105DA 105E4 10781-10785 10787-107B0 107B2-107BA 10D24-10D27 10D69-10D6D 10EAB-10EAC 10EFD-10EFF "
-    "10F46-10F50 10F82-10F85 11070 1133B 11382-11385 1138B 1138E 11390-11391 113B8 113BB 113C2 113C5 "
-    "113C7-113C9 113CE-113D0 1145E 11839-1183A 11930 11935 11938 1193D-1193E 11943 119E0 11A34 11A47 11A99 "
-    "11D42 11D44-11D45 11D97 11F41-11F42 1611E-16129 1612F 16D63 16D67-16D6A 16FF0-16FF1 1CCD6-1CCF9 "
-    "1E030-1E06D 1E08F 1E130-1E136 1E2AE 1E2EC-1E2EF 1E4EC-1E4EF 1E5EE-1E5EF 1F16C 1FBF0-1FBF9"
-)
-
-
-def _inert_class(plane):
-    # plane 0: the BMP ranges, plane 1: the others.  Python's re turns a class of BMP characters into a
-    # bitmap but scans a list of ranges for a class that holds astral ones (30x slower on a megabyte).
-    parts = []
-    for r in _HF_INERT_RANGES.split():
-        a, _, b = r.partition("-")
-        a = int(a, 16)
-        b = int(b, 16) if b else a
-        if plane == 0:
-            a, b = a, min(b, 0xFFFF)
-        else:
-            a, b = max(a, 0x10000), b
-        if a > b:
-            continue
-        parts.append(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}")
-    return re.compile("[" + "".join(parts) + "]") if parts else None
-
-
-_HF_INERT_BMP = _inert_class(0)
-_HF_INERT_ASTRAL = _inert_class(1)
-_ASTRAL = re.compile("[\U00010000-\U0010FFFF]")
-_HF_INERT = re.compile("|".join(p.pattern for p in (_HF_INERT_BMP, _HF_INERT_ASTRAL) if p is not None))
-
-
-def _has_inert(s: str) -> bool:
-    if _HF_INERT_BMP is not None and _HF_INERT_BMP.search(s) is not None:
-        return True
-    if _HF_INERT_ASTRAL is None or _ASTRAL.search(s) is None:
-        return False
-    # Few distinct astral characters even in emoji-heavy text: test those, not every position.
-    return any(_HF_INERT_ASTRAL.match(c) for c in set(_ASTRAL.findall(s)))
-
-
-def _normalize_part(form: str, s: str) -> str:
-    """`form` normalization of s as HF computes it (Unicode 16 data, minus the code points HF does not know)."""
-    u = unicodedata2.normalize(form, s)
-    if u is s or u == s:
-        # Normalized under Unicode 16 => normalized under HF's older data as well (unknown code points only
-        # block reordering and composition there; they never add any).
-        return s
-    if not _has_inert(s):
-        return u
-    # An unknown code point is an inert starter: nothing reorders or composes across it.
-    out = []
-    pos = 0
-    for m in _HF_INERT.finditer(s):
-        if m.start() > pos:
-            out.append(unicodedata2.normalize(form, s[pos:m.start()]))
-        out.append(m.group())
-        pos = m.end()
-    if pos < len(s):
-        out.append(unicodedata2.normalize(form, s[pos:]))
-    return "".join(out)
-
 
 def normalize_forms(forms, s: str) -> str:
-    """HF's Unicode normalizers `forms` (applied in order) on s, with HF's Unicode data (see _normalize_part)."""
+    """HF's Unicode normalizers `forms` (applied in order) on s, with HF's Unicode data (see _unicode_normalize)."""
     for form in forms:
         s = _unicode_normalize(form, s)
     return s
 
 
 def _unicode_normalize(form: str, s: str) -> str:
-    """`form` normalization as HF computes it, stretch by stretch.
-
-    Why stretches: one character that is not normalized, anywhere in a long text, made unicodedata2 normalize the
-    whole of it (the Python docs in ../shared: 49 ms for one change near the end, three times the encode); cut
-    into parts of 16K characters, a text with marks throughout still went through it whole (the multilingual
-    UDHR under Qwen 3's NFC: 25 ms for 1.35 MB).  Only the stretches the quick check doubts can change
-    (_encoder.nf_doubtful_spans, cut at characters across which nothing interacts); those are normalized alone
-    and the rest is kept."""
-    if s.isascii():
-        return s
-    out = []
-    pos = 0
-    for a, b in nf_doubtful_spans(s, form):
-        part = s[a:b]
-        u = _normalize_part(form, part)
-        if u is not part:
-            out.append(s[pos:a])
-            out.append(u)
-            pos = b
-    if not out:
-        return s
-    out.append(s[pos:])
-    return "".join(out)
+    """`form` normalization as HF computes it: natively, and only the stretches the quick check doubts
+    (_encoder.nf_normalize; HF's Unicode data is older than Unicode 16, see tools/gen_nf_tables.py)."""
+    return nf_normalize(s, form)
 
 
 # Uppercase letters newer than this Python's Unicode data whose lowercase Rust (and so HF's Lowercase) knows:

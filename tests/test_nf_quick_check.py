@@ -6,8 +6,9 @@ says the normalizer leaves it as it is.  Saying so wrongly would encode text HF 
   letters, after starters that compose with a following starter or mark, twice) and for every ordered and
   unordered pair of marks, unicodedata2 (Unicode 16) and HF tokenizers' own normalizers leave the text as it is;
 * its table is the derivation of tools/gen_unicode_tables.py from unicodedata2 16.0.0 (not a stale header);
-* unchanged_by (the C check, then unicodedata2 on the stretches it doubts) equals "every form leaves it as it
-  is" both ways, on random texts where the doubtful stretches sit near each other, far apart and at the ends;
+* unchanged_by (the C check, then the native normalizer on the stretches it doubts) equals "every one of HF's
+  normalizers leaves it as it is" both ways, on random texts where the doubtful stretches sit near each other, far
+  apart and at the ends;
 * the doubt stays rare on real text: every corpus file the normalizer leaves alone passes the C check alone.
 """
 from __future__ import annotations
@@ -123,8 +124,10 @@ def test_table_is_the_generators_derivation():
 
 
 def _exact(text, forms):
+    # HF's normalizers are the reference: they leave the code points newer than their Unicode data alone, where
+    # unicodedata2 (Unicode 16) may not (U+16D63 U+16D68).
     for form in forms:
-        if unicodedata2.normalize(form, text) != text:
+        if HF[form].normalize_str(text) != text:
             return False
     return True
 
@@ -145,7 +148,7 @@ FILLER = ["hello ", "\u65e5\u672c\u8a9e", "\u043f\u0440\u0438\u0432\u0435\u0442 
 def _random_text(rnd):
     out = []
     for _ in range(rnd.randint(0, 12)):
-        # gaps around NF_JOIN_GAP (256 characters): doubtful stretches joined into one call, and not
+        # gaps around NF_JOIN_GAP (8 characters): doubtful stretches joined into one, and not
         out.append("".join(rnd.choice(FILLER) for _ in range(rnd.choice([0, 1, 3, 40, 60, 90, 300]))))
         out.append(rnd.choice(DOUBTFUL))
     return "".join(out)
@@ -160,9 +163,6 @@ def test_unchanged_by_is_exact(forms):
         want = _exact(text, forms)
         assert E._nf_unchanged(text, forms) == want, (forms, text)
         seen.add(want)
-        if want:
-            for form in forms:
-                assert HF[form].normalize_str(text) == text, (form, text)
     assert seen == {True, False}
 
 

@@ -41,7 +41,7 @@ def _text(rnd, n):
 
 # Filler between the pieces: ASCII, and starters outside ASCII that the quick check passes (Cyrillic, CJK, a
 # Hangul syllable, an emoji), in runs short enough for the stretches around the pieces to be joined (NF_JOIN_GAP,
-# 256 characters) and long enough not to be.
+# 8 characters) and long enough not to be.
 FILLER = "abcdeoAEO xy,.\n" + "\u0436\u4e2d\uac00\U0001f600"
 
 
@@ -49,7 +49,7 @@ def _text(rnd, n):
     out, size = [], 0
     while size < n:
         if rnd.random() < 0.5:
-            run = rnd.choice((rnd.randint(1, 6), rnd.randint(200, 320), rnd.randint(0, 700)))
+            run = rnd.choice((rnd.randint(0, 12), rnd.randint(1, 6), rnd.randint(200, 320), rnd.randint(0, 700)))
             out.append("".join(rnd.choice(FILLER) for _ in range(run)))
         else:
             out.append(rnd.choice(PIECES))
