@@ -87,13 +87,13 @@ leak:
 
 fuzz:
 	mkdir -p $(BUILD)/fuzz
-	for t in fuzz_encode fuzz_load fuzz_vocab_cache; do \
+	for t in fuzz_encode fuzz_load fuzz_vocab_cache fuzz_normalize; do \
 		$(PYTHON) fuzz/$$t.py -runs=$(FUZZ_RUNS) -max_len=4096 -artifact_prefix=$(BUILD)/fuzz/$$t- || exit 1; \
 	done
 
 fuzz-asan: asan-build
 	mkdir -p $(BUILD)/fuzz
-	for t in fuzz_encode fuzz_load fuzz_vocab_cache; do \
+	for t in fuzz_encode fuzz_load fuzz_vocab_cache fuzz_normalize; do \
 		$(ASAN_ENV) PYTHONPATH=$(CURDIR)/$(BUILD)/asan CTOK_CACHE_DIR=off \
 		$(PYTHON) fuzz/$$t.py -runs=$(FUZZ_RUNS) -max_len=4096 -artifact_prefix=$(BUILD)/fuzz/asan-$$t- || exit 1; \
 	done

@@ -15,7 +15,7 @@ from _shared import REPO_ROOT, SHARED
 pytest.importorskip("atheris")
 
 RUNS = int(os.environ.get("CTOK_ATHERIS_RUNS", "2000"))
-TARGETS = ["fuzz_encode", "fuzz_load", "fuzz_vocab_cache"]
+TARGETS = ["fuzz_encode", "fuzz_load", "fuzz_vocab_cache", "fuzz_normalize"]
 
 
 @pytest.mark.parametrize("target", TARGETS)
