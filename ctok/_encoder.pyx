@@ -2364,12 +2364,12 @@ cdef bint unchanged_by(str text, tuple forms, unsigned mask) except -1:
         nf_buffers_free(&nb)
 
 
-def nf_doubtful_spans(str text, str form):
-    """[(a, b), ...]: the stretches of `text` that the quick check for the Unicode normal form `form` doubts, in
+def _nf_spans(str text, str form):
+    """Test hook: [(a, b), ...], the stretches of `text` that the quick check for the Unicode normal form `form` doubts, in
     order, apart, each starting at a boundary character (or 0) and ending at one (or the text's end): normalizing
     text[:j] and text[j:] apart equals normalizing text when text[j] is a boundary.  Outside the stretches the
     text passes the quick check, so it is its own normal form there: normalizing each stretch alone and keeping
-    the rest normalizes the whole text (nf_normalize).  Stretches closer than NF_JOIN_GAP are joined."""
+    the rest normalizes the whole text (nf_normalize).  Close stretches are joined (NF_JOIN_GAP, NF_STRETCH)."""
     cdef unsigned mask = nf_mask((form,))
     cdef Py_ssize_t n, p, a, b, lo = 0
     cdef list out = []
@@ -2388,7 +2388,7 @@ def nf_doubtful_spans(str text, str form):
 
 def nf_normalize(str text, str form):
     """The `form` normalization of `text` (NFC, NFKC, NFD or NFKD) as HF's normalizers compute it; `text` itself
-    when it is its own normal form.  Only the stretches the quick check doubts (nf_doubtful_spans) are normalized,
+    when it is its own normal form.  Only the stretches the quick check doubts (_nf_spans) are normalized,
     natively (_nf_normalize.h); the rest is kept as it is."""
     cdef int code = nf_form(form)
     cdef unsigned mask = nf_mask((form,))

@@ -1,9 +1,10 @@
-"""Unicode normalization stretch by stretch (ctok.hf._unicode_normalize normalizes only the stretches the quick
-check doubts, ctok._encoder.nf_doubtful_spans, and keeps the rest): equal to HF tokenizers' own NFC / NFKC / NFD /
-NFKD normalizers on texts built so that stretches start and end next to combining marks, Hangul jamo, singletons,
-compatibility characters and code points HF does not know, close enough to be joined or far enough apart not to
-be; and the stretches themselves checked against unicodedata2: what lies outside them is normalized, and every
-stretch's ends are places where normalizing the two sides apart changes nothing."""
+"""Unicode normalization stretch by stretch (ctok.hf._unicode_normalize, that is ctok._encoder.nf_normalize,
+normalizes only the stretches the quick check doubts, ctok._encoder._nf_spans, and keeps the rest): equal to HF
+tokenizers' own NFC / NFKC / NFD / NFKD normalizers on texts built so that stretches start and end next to
+combining marks, Hangul jamo, singletons, compatibility characters and code points HF does not know, close enough
+to be joined or far enough apart not to be; and the stretches themselves checked against unicodedata2: what lies
+outside them is normalized, and every stretch's ends are places where normalizing the two sides apart changes
+nothing."""
 import os
 import random
 
@@ -12,7 +13,7 @@ import unicodedata2
 from tokenizers import normalizers
 
 from ctok import hf
-from ctok._encoder import nf_doubtful_spans
+from ctok._encoder import _nf_spans
 from _shared import corpus_names, corpus_text
 
 SEED = int(os.environ.get("CTOK_SEED", "1234"))
@@ -70,7 +71,7 @@ def test_doubtful_spans_cover_every_change(form):
     rnd = random.Random(SEED + 7 * len(form))
     for _ in range(40):
         text = _text(rnd, rnd.randint(1, 3000))
-        spans = nf_doubtful_spans(text, form)
+        spans = _nf_spans(text, form)
         whole = unicodedata2.normalize(form, text)
         pos = 0
         for a, b in spans:
@@ -81,7 +82,7 @@ def test_doubtful_spans_cover_every_change(form):
                 assert unicodedata2.normalize(form, text[:cut]) + unicodedata2.normalize(form, text[cut:]) == whole
             pos = b
         assert unicodedata2.normalize(form, text[pos:]) == text[pos:]
-    assert nf_doubtful_spans("plain ASCII", form) == []
+    assert _nf_spans("plain ASCII", form) == []
 
 
 @pytest.mark.parametrize("form", ["NFC", "NFKD"])
