@@ -2270,6 +2270,17 @@ cdef Py_ssize_t stretch_end(str text, Py_ssize_t n, Py_ssize_t a, Py_ssize_t p, 
     return b
 
 
+cdef int next_stretch(str text, Py_ssize_t n, unsigned mask, Py_ssize_t* p, Py_ssize_t* a,
+                      Py_ssize_t* b) except -1:
+    # The next doubtful stretch, [*a, *b), around the doubt *p, and *p the next doubt past it; 0 when none is left
+    # (*p >= n).  Start from *p = ctok_nf_scan(text, 0, mask) and *b = 0: *b is where the last stretch ended.
+    if p[0] >= n:
+        return 0
+    a[0] = ctok_nf_boundary_before(text, p[0], b[0], mask)        # b <= p: 0 or the last stretch's end
+    b[0] = stretch_end(text, n, a[0], p[0], mask, p)              # a <= p < b
+    return 1
+
+
 cdef struct NfBuffers:
     # Scratch of the native normalizer: a stretch's code points, its normal form, the classes beside it.
     uint32_t* cps
@@ -2339,7 +2350,7 @@ cdef bint unchanged_by(str text, tuple forms, unsigned mask) except -1:
     # route then normalizes the text itself (nf_normalize).  Before, unicodedata2 normalized the whole text:
     # about 1 ns a character on normalized text (Dracula: 18.3M instructions, now 1.1M), and a whole
     # normalization to answer no (Python docs, one KELVIN SIGN: 232M, now 1.8M).
-    cdef Py_ssize_t n, p, a, b, lo = 0
+    cdef Py_ssize_t n, p, a, b = 0
     cdef size_t m
     cdef NfBuffers nb
     if not forms or PyUnicode_IS_ASCII(text):
@@ -2351,14 +2362,11 @@ cdef bint unchanged_by(str text, tuple forms, unsigned mask) except -1:
     codes = [nf_form(form) for form in forms]
     memset(&nb, 0, sizeof(nb))
     try:
-        while p < n:
-            a = ctok_nf_boundary_before(text, p, lo, mask)     # lo <= p: lo is 0 or the last stretch's end
-            b = stretch_end(text, n, a, p, mask, &p)              # a < b
+        while next_stretch(text, n, mask, &p, &a, &b):
             for code in codes:
                 m = nf_stretch(text, a, b, code, &nb)
                 if not nf_same(&nb, m, <size_t>(b - a)):
                     return False
-            lo = b
         return True
     finally:
         nf_buffers_free(&nb)
@@ -2371,18 +2379,15 @@ def _nf_spans(str text, str form):
     text passes the quick check, so it is its own normal form there: normalizing each stretch alone and keeping
     the rest normalizes the whole text (nf_normalize).  Close stretches are joined (NF_JOIN_GAP, NF_STRETCH)."""
     cdef unsigned mask = nf_mask((form,))
-    cdef Py_ssize_t n, p, a, b, lo = 0
+    cdef Py_ssize_t n, p, a, b = 0
     cdef list out = []
     ctok_str_ready(text)                # the scans read the code units
     if PyUnicode_IS_ASCII(text):
         return out
     n = PyUnicode_GET_LENGTH(text)
     p = ctok_nf_scan(text, 0, mask)
-    while p < n:
-        a = ctok_nf_boundary_before(text, p, lo, mask)     # lo <= p: lo is 0 or the last stretch's end
-        b = stretch_end(text, n, a, p, mask, &p)
+    while next_stretch(text, n, mask, &p, &a, &b):
         out.append((a, b))
-        lo = b
     return out
 
 
@@ -2392,7 +2397,7 @@ def nf_normalize(str text, str form):
     natively (_nf_normalize.h); the rest is kept as it is."""
     cdef int code = nf_form(form)
     cdef unsigned mask = nf_mask((form,))
-    cdef Py_ssize_t n, p, a, b, lo = 0, kept = 0
+    cdef Py_ssize_t n, p, a, b = 0, kept = 0
     cdef size_t m
     cdef NfBuffers nb
     cdef list parts = []
@@ -2405,16 +2410,13 @@ def nf_normalize(str text, str form):
         return text
     memset(&nb, 0, sizeof(nb))
     try:
-        while p < n:
-            a = ctok_nf_boundary_before(text, p, lo, mask)     # lo <= p: lo is 0 or the last stretch's end
-            b = stretch_end(text, n, a, p, mask, &p)              # a < b
+        while next_stretch(text, n, mask, &p, &a, &b):
             m = nf_stretch(text, a, b, code, &nb)
             if not nf_same(&nb, m, <size_t>(b - a)):
                 if a > kept:
                     parts.append(text[kept:a])
                 parts.append(PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, nb.out, <Py_ssize_t>m))
                 kept = b
-            lo = b
     finally:
         nf_buffers_free(&nb)
     if not parts:
