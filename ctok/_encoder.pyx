@@ -2564,20 +2564,30 @@ cdef class CompiledRoute:
         self.normalize = normalize
         return 0
 
-    def plain_indices(self, list texts):
-        """The indices of the texts (exact strs) that go plain (holding no added token, unchanged by the normal
-        forms) and hold no lone surrogate: for those, this route's ids are the core's encode_str ids, so a batch
-        may encode them together without the GIL (CoreEncoder.encode_many).  A lone surrogate must reach the
-        slow route, which refuses it as HF does; encode_many would replace it."""
+    def plain_texts(self, list texts):
+        """(indices, prepared): the texts (exact strs holding no lone surrogate) whose ids under this route are the
+        core's encode_str ids of prepared[k], so that a batch may encode them together without the GIL
+        (CoreEncoder.encode_many): those that go plain (holding no added token, unchanged by the normal forms),
+        prepared as they are, and those the normal forms change whose normal form holds no added token either,
+        prepared normalized (normalized_plain's test; before, they went one by one, holding the GIL).  A lone
+        surrogate must reach the slow route, which refuses it as HF does; encode_many would replace it."""
         cdef Py_ssize_t i
-        cdef list out = []
+        cdef int way
+        cdef list picked = [], prepared = []
         for i in range(len(texts)):
             t = texts[i]
-            if (type(t) is str and not has_surrogate(<str>t)
-                    and route_of(<str>t, &self.route, self.all_prefix, self.rest_prefix, self.forms,
-                                 self.nf_mask) == ROUTE_PLAIN):
-                out.append(i)
-        return out
+            if type(t) is not str or has_surrogate(<str>t):
+                continue
+            way = route_of(<str>t, &self.route, self.all_prefix, self.rest_prefix, self.forms, self.nf_mask)
+            if way == ROUTE_PLAIN:
+                picked.append(i)
+                prepared.append(t)
+            elif way == ROUTE_NORMALIZE and self.normalize is not None:
+                u = self.normalize(t)
+                if type(u) is str and holds_none(<str>u, &self.route.all, self.all_prefix):
+                    picked.append(i)
+                    prepared.append(u)
+        return picked, prepared
 
     def split_all_indices(self, list texts):
         """The indices of the texts (exact strs) that encode with every special token allowed hands to the core's

@@ -704,28 +704,30 @@ class Encoding:
         return out
 
     @staticmethod
-    def _mixed_batch(texts: list, picked: list, batch, one) -> List[List[int]]:
-        """The ids of each text: batch([texts[i] for i in picked]) gives those of the picked indices (in order),
-        one(text) those of every other text (called first, in order: it raises where a policy forbids)."""
+    def _mixed_batch(texts: list, picked: list, batch, one, prepared: Optional[list] = None) -> List[List[int]]:
+        """The ids of each text: batch(prepared) gives those of the picked indices (in order; prepared defaults to
+        [texts[i] for i in picked]), one(text) those of every other text (called first, in order: it raises where
+        a policy forbids)."""
         out: List[Optional[List[int]]] = [None] * len(texts)
         marked = set(picked)
         for i in range(len(texts)):
             if i not in marked:
                 out[i] = one(texts[i])
         if picked:
-            for i, ids in zip(picked, batch([texts[i] for i in picked])):
+            for i, ids in zip(picked, batch([texts[i] for i in picked] if prepared is None else prepared)):
                 out[i] = ids
         return out
 
     def _route_batch(self, texts: list, one, post, num_threads: Optional[int], route=None) -> List[List[int]]:
-        """A tokenizer.json batch: the texts the compiled `route` (default: encode's) sends plain are encoded
-        together by the core (GIL released, threads), then given `post` (the post-processor, or None); every
-        other text goes to `one`."""
+        """A tokenizer.json batch: the texts the compiled `route` (default: encode's) sends to the core alone (as
+        they are, or normalized: CompiledRoute.plain_texts) are encoded together by the core (GIL released,
+        threads), then given `post` (the post-processor, or None); every other text goes to `one`."""
         def batch(plain_texts):
             chunks = self._chunks(plain_texts, num_threads)
             parts = _pool_all(self._core.encode_many, chunks)
             return [post(ids) if post is not None else ids for part in parts for ids in part]
-        return self._mixed_batch(texts, (route or self._batch_route).plain_indices(texts), batch, one)
+        picked, prepared = (route or self._batch_route).plain_texts(texts)
+        return self._mixed_batch(texts, picked, batch, one, prepared)
 
     def _groups(self, datas: list, num_threads: Optional[int]):
         """(texts, False) runs of ordinary texts and ([text], True) for each text long enough to be cut into

@@ -15,6 +15,7 @@ from _shared import adversarial_strings, assert_same_ids, corpus_names, corpus_t
 
 ctok = pytest.importorskip("ctok")
 tokenizers = pytest.importorskip("tokenizers")
+from ctok.core import MIN_PARALLEL_BATCH  # noqa: E402
 from ctok.errors import InvalidTextError  # noqa: E402
 
 SEED_ROUTE = 20261203
@@ -303,10 +304,22 @@ def _nf_texts(rnd):
 
 
 def _check_like_hf(enc, ref, texts, label):
+    wants = []
     for text in texts:
         want = ref.encode(text, add_special_tokens=False).ids
+        wants.append(want)
         assert_same_ids(enc.encode_ordinary(text), want, text, label=f"{label} encode_ordinary")
         assert_same_ids(enc.encode(text), want, text, label=f"{label} encode")
+    # Batches: the texts the normal forms change go to the core normalized, beside the plain ones, on two threads
+    # (CompiledRoute.plain_texts), and the ids stay in their texts' order.
+    batch = (texts * (1 + MIN_PARALLEL_BATCH // max(1, len(texts))))[:max(len(texts), MIN_PARALLEL_BATCH)]
+    want_batch = [wants[i % len(texts)] for i in range(len(batch))]
+    for name, got in (("encode_ordinary_batch", enc.encode_ordinary_batch(batch, num_threads=2)),
+                      ("encode_batch", enc.encode_batch(batch, num_threads=2))):
+        for text, ids, want in zip(batch, got, want_batch):
+            assert_same_ids(ids, want, text, label=f"{label} {name}")
+    flat, offsets = enc.encode_batch_flat(batch, num_threads=2)
+    assert flat.tolist() == [i for w in want_batch for i in w], f"{label} encode_batch_flat"
 
 
 @pytest.mark.parametrize("rel", ["qwen3/tokenizer.json", "gpt-neox-20b/tokenizer.json"])
@@ -389,8 +402,13 @@ def test_normalization_that_makes_a_token_leaves_the_compiled_route(tmp_path):
     ref = tokenizers.Tokenizer.from_file(str(path))
     ref.encode_special_tokens = True
     assert enc._hf_route() is not None
-    for text in ["\ufb01ne", "a \ufb01", "\ufb01", "x\u00bd\ufb02", "\uff21\uff22 \ufb01 \u2460", "plain"]:
+    texts = ["\ufb01ne", "a \ufb01", "\ufb01", "x\u00bd\ufb02", "\uff21\uff22 \ufb01 \u2460", "plain"]
+    for text in texts:
         assert_same_ids(enc.encode_ordinary(text), ref.encode(text, add_special_tokens=False).ids, text,
                         label="nfkc token")
         assert_same_ids(enc.encode(text), ref.encode(text, add_special_tokens=False).ids, text,
                         label="nfkc token encode")
+    # in a batch too: a text whose normal form holds the token is not handed to the core normalized
+    batch = texts * (1 + MIN_PARALLEL_BATCH // len(texts))
+    for got, text in zip(enc.encode_ordinary_batch(batch, num_threads=2), batch):
+        assert_same_ids(got, ref.encode(text, add_special_tokens=False).ids, text, label="nfkc token batch")
