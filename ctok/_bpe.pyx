@@ -1042,49 +1042,81 @@ cdef inline Py_ssize_t long_record_bytes(Py_ssize_t n, Py_ssize_t k) noexcept no
     return (<Py_ssize_t>sizeof(LongRecord) + k * 4 + n + 7) & ~(<Py_ssize_t>7)
 
 
+cdef inline LongRef* long_bucket(LongStore* st, uint64_t h) noexcept nogil:
+    # The two index entries a piece of hash h may take: index[j] and index[j + 1], j = h & (SLOTS - 2) even (side
+    # by side).  Two ways, not one: direct-mapped, two long pieces of one entry that both came back
+    # took turns noting their miss there and neither was ever kept (the multilingual UDHR: a quarter of its
+    # 10,083 long pieces merged again on every pass).
+    return &st.index[h & (LONG_STORE_SLOTS - 2)]                    # masked, even: j + 1 < LONG_STORE_SLOTS
+
+
+cdef inline bint long_ref_whole(const LongStore* st, const LongRef* ref) noexcept nogil:
+    # ref's record is still in the ring (not overwritten since).
+    return ref.tag != 0 and st.written - ref.start <= LONG_STORE_BYTES
+
+
 cdef int long_store_get(BpeScratch* sc, const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
                         uint64_t h, IdVec* out) noexcept nogil:
-    # The ids of s[0:n] (h: its hash_bytes, whose low bits pick the index entry and high half is the tag)
+    # The ids of s[0:n] (h: its hash_bytes, whose low bits pick the index bucket and high half is the tag)
     # appended to out when sc's store holds the piece: 1; 0 when it does not; -1 when out cannot grow.
     cdef LongStore* st = sc.long_store
     cdef LongRef* ref
     cdef const LongRecord* rec
     cdef const uint32_t* ids
+    cdef uint32_t tag = <uint32_t>((h >> 32) | 1)
+    cdef int w
     if not long_store_owns(sc, vocab, opt):
         return 0
-    ref = &st.index[h & (LONG_STORE_SLOTS - 1)]                     # masked: < LONG_STORE_SLOTS
-    if ref.tag != <uint32_t>((h >> 32) | 1) or st.written - ref.start > LONG_STORE_BYTES:
-        return 0
-    # Whole (checked above): the record lies at start % LONG_STORE_BYTES, inside the ring (long_store_put).
-    rec = <const LongRecord*>(st.ring + ref.start % LONG_STORE_BYTES)
-    ids = <const uint32_t*>(rec + 1)
-    # rec.n_ids <= n (put's check): the record's bytes end inside the ring.
-    if rec.length != n or rec.n_ids > <uint32_t>n or memcmp(ids + rec.n_ids, s, n) != 0:
-        return 0
-    if idvec_reserve(out, rec.n_ids) != BPE_OK:
-        return -1
-    memcpy(out.data + out.size, ids, rec.n_ids * sizeof(uint32_t))   # reserved above
-    out.size += rec.n_ids
-    st.hits += 1
-    return 1
+    for w in range(2):
+        ref = long_bucket(st, h) + w                                # w < 2: inside the bucket
+        if ref.tag != tag or not long_ref_whole(st, ref):
+            continue
+        # Whole (checked above): the record lies at start % LONG_STORE_BYTES, inside the ring (long_store_put).
+        rec = <const LongRecord*>(st.ring + ref.start % LONG_STORE_BYTES)
+        ids = <const uint32_t*>(rec + 1)
+        # rec.n_ids <= n (put's check): the record's bytes end inside the ring.
+        if rec.length != n or rec.n_ids > <uint32_t>n or memcmp(ids + rec.n_ids, s, n) != 0:
+            continue
+        if idvec_reserve(out, rec.n_ids) != BPE_OK:
+            return -1
+        memcpy(out.data + out.size, ids, rec.n_ids * sizeof(uint32_t))   # reserved above
+        out.size += rec.n_ids
+        st.hits += 1
+        return 1
+    return 0
 
 
 cdef void long_store_put(BpeScratch* sc, const uint8_t* s, Py_ssize_t n, uint64_t h, const uint32_t* ids,
                          Py_ssize_t k) noexcept nogil:
-    # Keep (s[0:n] -> ids[0:k]) in sc's store (long_store_ready was true) at the second miss of its entry for
-    # this piece: most long pieces are met once, and their records would push out those met again.
+    # Keep (s[0:n] -> ids[0:k]) in sc's store (long_store_ready was true) at the second miss of this piece in its
+    # bucket (or at once when it was kept before and its record was overwritten since): most long pieces are met
+    # once, and their records would push out those met again.  A first miss is noted in a way whose note is free
+    # (a kept piece frees its note), else in the way a bit of the hash picks; a kept piece takes a way that is
+    # empty or whose record was overwritten, else the one written earlier.
     # n <= LONG_STORE_MAX and k <= n (BPE makes at most one id per byte), so a record is at most
     # 5 * LONG_STORE_MAX + 8 bytes, far less than the ring.
     cdef LongStore* st = sc.long_store
     cdef Py_ssize_t size = long_record_bytes(n, k), at
     cdef LongRecord* rec
-    cdef LongRef* ref = &st.index[h & (LONG_STORE_SLOTS - 1)]      # masked: < LONG_STORE_SLOTS
+    cdef LongRef* bucket = long_bucket(st, h)                      # bucket[0], bucket[1]
+    cdef LongRef* ref
     cdef uint32_t tag = <uint32_t>((h >> 32) | 1)
     if k > n or n > LONG_STORE_MAX:                 # never (see above), but the ring's bound must not rest on it
         return
-    if ref.seen != tag:                             # a first miss: only noted
+    if bucket[0].tag == tag or bucket[1].tag == tag:                # kept before, its record overwritten since
+        pass
+    elif bucket[0].seen != tag and bucket[1].seen != tag:           # a first miss: only noted
+        ref = bucket if bucket[0].seen == 0 else bucket + 1 if bucket[1].seen == 0 else bucket + ((h >> 40) & 1)
         ref.seen = tag
         return
+    else:
+        (bucket if bucket[0].seen == tag else bucket + 1).seen = 0
+    if not long_ref_whole(st, bucket):
+        ref = bucket
+    elif not long_ref_whole(st, bucket + 1):
+        ref = bucket + 1
+    else:
+        ref = bucket if bucket[0].start <= bucket[1].start else bucket + 1
     at = st.written % LONG_STORE_BYTES
     if at + size > LONG_STORE_BYTES:                # no room before the ring's end: start over at its beginning
         st.written += LONG_STORE_BYTES - at
@@ -1127,6 +1159,15 @@ cdef void _options_for_test(BpeOptions* opt, bint char_level, bint byte_fallback
     opt.unk_id = NO_ID if unk_id < 0 else <uint32_t>unk_id
     opt.fuse_unk = fuse_unk
     opt.whole_piece_first = whole_piece_first
+
+
+def _long_bucket_for_test(bytes piece):
+    """Test hook: the index bucket a piece takes in a LongStore (the even entry of its two)."""
+    cdef const uint8_t* s = <const uint8_t*><char*>piece
+    cdef Py_ssize_t n = len(piece)
+    if n < 8:
+        raise ValueError("pieces of the store are longer")
+    return hash_bytes(s, n, load_head_padded(s, n)) & (LONG_STORE_SLOTS - 2)
 
 
 def _long_store_for_test(Vocab py_vocab, list pieces, int passes):

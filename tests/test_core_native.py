@@ -9,7 +9,7 @@ import pytest
 import tiktoken
 
 import ctok
-from ctok._bpe import _long_store_for_test, _merge_for_test
+from ctok._bpe import _long_bucket_for_test, _long_store_for_test, _merge_for_test
 from ctok._encoder import CoreEncoder
 from ctok._piece_cache import _cache_for_test, _admit_for_test
 from ctok._vocab import Vocab
@@ -497,6 +497,23 @@ def test_long_piece_store_answers_from_the_third_meeting(o200k_ref):
     assert ids == want
     many = sum(len(w) > 14 for w in want)
     assert many > 0 and many >= hits >= 0.95 * many
+
+
+def test_long_piece_store_keeps_pieces_that_share_a_bucket(o200k_ref):
+    # Two long pieces whose hashes pick the same index bucket, met in turn: both are answered at their third
+    # meeting (direct-mapped, they took turns noting their miss in their one entry, and neither was ever kept).
+    vocab = ctok.get_encoding("o200k_base")._core.vocab
+    rnd = random.Random(SEED + 10)
+    seen, pair = {}, None
+    while pair is None:
+        piece = "".join(rnd.choice("etaoinshrdlu") for _ in range(600)).encode()
+        bucket = _long_bucket_for_test(piece)
+        if bucket in seen and seen[bucket] != piece:
+            pair = [seen[bucket], piece]
+        seen[bucket] = piece
+    ids, hits = _long_store_for_test(vocab, pair, 3)
+    assert ids == [o200k_ref.encode_ordinary(p.decode()) for p in pair]
+    assert hits == 2
 
 
 def test_long_piece_store_ring_overwritten(o200k_ref):
