@@ -20,7 +20,8 @@ cdef struct BpeOptions:
 
 cdef enum:
     LONG_STORE_BYTES = 4 << 20  # BpeScratch.long_store: its ring of records ...
-    LONG_STORE_SLOTS = 1 << 15  # ... its index (32,768 entries of 16 bytes, in buckets of two) ...
+    LONG_STORE_SLOTS = 1 << 15  # ... its index (32,768 entries of 16 bytes, in buckets of LONG_WAYS) ...
+    LONG_WAYS = 4               # ... (one 64-byte line)
     LONG_MANY_BITS = 19         # ... and its set of pieces of at most CACHE_MAX_PIECE bytes with many ids (64 KB)
 
 cdef struct LongRef:
@@ -38,7 +39,7 @@ cdef struct LongRecord:
 cdef struct LongStore:
     # Pieces the piece cache does not keep (more than CACHE_MAX_PIECE bytes, up to LONG_STORE_MAX, or more
     # than CACHE_MAX_IDS ids) and their ids, for one scratch: a ring of records (8-byte aligned), written in
-    # order and overwritten oldest first, found through an index of two-way buckets.
+    # order and overwritten oldest first, found through an index of LONG_WAYS-way buckets.
     uint8_t* ring               # LONG_STORE_BYTES
     LongRef* index              # LONG_STORE_SLOTS
     # Bit (hash >> 32) % 2^LONG_MANY_BITS: some piece of at most CACHE_MAX_PIECE bytes with that hash merged

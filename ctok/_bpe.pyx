@@ -29,6 +29,9 @@ cdef enum:
     LONG_STORE_MAX = 4096           # ... up to this one
 cdef uint32_t RANK_NONE = 0xFFFFFFFF
 
+cdef extern from "stdlib.h" nogil:
+    int posix_memalign(void** memptr, size_t alignment, size_t size)
+
 cdef extern from "_char_run.h" nogil:
     # symbolize_chars' run of 3-byte characters (the contract is in the header).
     const uint8_t* ctok_char3_run(const uint8_t* p, const uint8_t* last, const uint32_t* cp_token,
@@ -1020,7 +1023,10 @@ cdef bint long_store_ready(BpeScratch* sc, const Tables* vocab, const BpeOptions
         if st == NULL:
             return False
         st.ring = <uint8_t*>malloc(LONG_STORE_BYTES)
-        st.index = <LongRef*>calloc(LONG_STORE_SLOTS, sizeof(LongRef))
+        if posix_memalign(<void**>&st.index, 64, LONG_STORE_SLOTS * sizeof(LongRef)) != 0:
+            st.index = NULL                         # a bucket in one line: 64-byte aligned
+        else:
+            memset(st.index, 0, LONG_STORE_SLOTS * sizeof(LongRef))
         st.many_ids = <uint8_t*>calloc((1u << LONG_MANY_BITS) // 8, 1)
         if st.ring == NULL or st.index == NULL or st.many_ids == NULL:
             free(st.ring)
@@ -1043,11 +1049,11 @@ cdef inline Py_ssize_t long_record_bytes(Py_ssize_t n, Py_ssize_t k) noexcept no
 
 
 cdef inline LongRef* long_bucket(LongStore* st, uint64_t h) noexcept nogil:
-    # The two index entries a piece of hash h may take: index[j] and index[j + 1], j = h & (SLOTS - 2) even (side
-    # by side).  Two ways, not one: direct-mapped, two long pieces of one entry that both came back
-    # took turns noting their miss there and neither was ever kept (the multilingual UDHR: a quarter of its
-    # 10,083 long pieces merged again on every pass).
-    return &st.index[h & (LONG_STORE_SLOTS - 2)]                    # masked, even: j + 1 < LONG_STORE_SLOTS
+    # The LONG_WAYS index entries a piece of hash h may take, from index[j], j = h & (SLOTS - LONG_WAYS): one
+    # 64-byte line (the index is line-aligned).  Ways, not one entry: direct-mapped, two long pieces of one entry
+    # that both came back took turns noting their miss there and neither was ever kept (the multilingual UDHR: a
+    # quarter of its 10,083 long pieces merged again on every pass; 5.6% with two ways, 0.8% with four).
+    return &st.index[h & (LONG_STORE_SLOTS - LONG_WAYS)]           # masked: j + LONG_WAYS <= LONG_STORE_SLOTS
 
 
 cdef inline bint long_ref_whole(const LongStore* st, const LongRef* ref) noexcept nogil:
@@ -1067,8 +1073,8 @@ cdef int long_store_get(BpeScratch* sc, const Tables* vocab, const BpeOptions* o
     cdef int w
     if not long_store_owns(sc, vocab, opt):
         return 0
-    for w in range(2):
-        ref = long_bucket(st, h) + w                                # w < 2: inside the bucket
+    for w in range(LONG_WAYS):
+        ref = long_bucket(st, h) + w                                # w < LONG_WAYS: inside the bucket
         if ref.tag != tag or not long_ref_whole(st, ref):
             continue
         # Whole (checked above): the record lies at start % LONG_STORE_BYTES, inside the ring (long_store_put).
@@ -1091,32 +1097,43 @@ cdef void long_store_put(BpeScratch* sc, const uint8_t* s, Py_ssize_t n, uint64_
     # Keep (s[0:n] -> ids[0:k]) in sc's store (long_store_ready was true) at the second miss of this piece in its
     # bucket (or at once when it was kept before and its record was overwritten since): most long pieces are met
     # once, and their records would push out those met again.  A first miss is noted in a way whose note is free
-    # (a kept piece frees its note), else in the way a bit of the hash picks; a kept piece takes a way that is
-    # empty or whose record was overwritten, else the one written earlier.
+    # (a kept piece frees its note), else in the way some bits of the hash pick; a kept piece takes a way that is
+    # empty or whose record was overwritten, else the one written earliest.
     # n <= LONG_STORE_MAX and k <= n (BPE makes at most one id per byte), so a record is at most
     # 5 * LONG_STORE_MAX + 8 bytes, far less than the ring.
     cdef LongStore* st = sc.long_store
     cdef Py_ssize_t size = long_record_bytes(n, k), at
     cdef LongRecord* rec
-    cdef LongRef* bucket = long_bucket(st, h)                      # bucket[0], bucket[1]
-    cdef LongRef* ref
+    cdef LongRef* bucket = long_bucket(st, h)                      # bucket[0:LONG_WAYS]
+    cdef LongRef* ref = NULL
     cdef uint32_t tag = <uint32_t>((h >> 32) | 1)
+    cdef int w, noted = -1
+    cdef bint again = False
     if k > n or n > LONG_STORE_MAX:                 # never (see above), but the ring's bound must not rest on it
         return
-    if bucket[0].tag == tag or bucket[1].tag == tag:                # kept before, its record overwritten since
-        pass
-    elif bucket[0].seen != tag and bucket[1].seen != tag:           # a first miss: only noted
-        ref = bucket if bucket[0].seen == 0 else bucket + 1 if bucket[1].seen == 0 else bucket + ((h >> 40) & 1)
-        ref.seen = tag
-        return
-    else:
-        (bucket if bucket[0].seen == tag else bucket + 1).seen = 0
-    if not long_ref_whole(st, bucket):
+    for w in range(LONG_WAYS):
+        again = again or bucket[w].tag == tag       # kept before, its record overwritten since
+        if bucket[w].seen == tag:
+            noted = w
+    if not again:
+        if noted < 0:                               # a first miss: only noted
+            ref = bucket + ((h >> 40) & (LONG_WAYS - 1))
+            for w in range(LONG_WAYS):
+                if bucket[w].seen == 0:
+                    ref = bucket + w
+                    break
+            ref.seen = tag
+            return
+        bucket[noted].seen = 0
+    for w in range(LONG_WAYS):
+        if not long_ref_whole(st, bucket + w):
+            ref = bucket + w
+            break
+    if ref == NULL:
         ref = bucket
-    elif not long_ref_whole(st, bucket + 1):
-        ref = bucket + 1
-    else:
-        ref = bucket if bucket[0].start <= bucket[1].start else bucket + 1
+        for w in range(1, LONG_WAYS):
+            if bucket[w].start < ref.start:
+                ref = bucket + w
     at = st.written % LONG_STORE_BYTES
     if at + size > LONG_STORE_BYTES:                # no room before the ring's end: start over at its beginning
         st.written += LONG_STORE_BYTES - at
@@ -1162,12 +1179,12 @@ cdef void _options_for_test(BpeOptions* opt, bint char_level, bint byte_fallback
 
 
 def _long_bucket_for_test(bytes piece):
-    """Test hook: the index bucket a piece takes in a LongStore (the even entry of its two)."""
+    """Test hook: the index bucket a piece takes in a LongStore (the first entry of its LONG_WAYS)."""
     cdef const uint8_t* s = <const uint8_t*><char*>piece
     cdef Py_ssize_t n = len(piece)
     if n < 8:
         raise ValueError("pieces of the store are longer")
-    return hash_bytes(s, n, load_head_padded(s, n)) & (LONG_STORE_SLOTS - 2)
+    return hash_bytes(s, n, load_head_padded(s, n)) & (LONG_STORE_SLOTS - LONG_WAYS)
 
 
 def _long_store_for_test(Vocab py_vocab, list pieces, int passes):
