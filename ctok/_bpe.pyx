@@ -1066,6 +1066,7 @@ cdef int long_store_get(BpeScratch* sc, const Tables* vocab, const BpeOptions* o
     # The ids of s[0:n] (h: its hash_bytes, whose low bits pick the index bucket and high half is the tag)
     # appended to out when sc's store holds the piece: 1; 0 when it does not; -1 when out cannot grow.
     cdef LongStore* st = sc.long_store
+    cdef LongRef* bucket
     cdef LongRef* ref
     cdef const LongRecord* rec
     cdef const uint32_t* ids
@@ -1073,8 +1074,9 @@ cdef int long_store_get(BpeScratch* sc, const Tables* vocab, const BpeOptions* o
     cdef int w
     if not long_store_owns(sc, vocab, opt):
         return 0
+    bucket = long_bucket(st, h)
     for w in range(LONG_WAYS):
-        ref = long_bucket(st, h) + w                                # w < LONG_WAYS: inside the bucket
+        ref = bucket + w                                            # w < LONG_WAYS: inside the bucket
         if ref.tag != tag or not long_ref_whole(st, ref):
             continue
         # Whole (checked above): the record lies at start % LONG_STORE_BYTES, inside the ring (long_store_put).

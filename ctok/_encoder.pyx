@@ -2329,17 +2329,20 @@ cdef inline bint nf_same(const NfBuffers* nb, size_t m, size_t n) noexcept:
     return m == n and memcmp(nb.out, nb.cps, n * sizeof(uint32_t)) == 0
 
 
+cdef extern from *:
+    int __builtin_ctz(unsigned x) nogil
+
+
 cdef int nf_form(str form) except -1:
-    # A form's number in _nf_normalize.h (the bit order of CTOK_NF_*).
-    if form == "NFC":
-        return 0
-    if form == "NFKC":
-        return 1
-    if form == "NFD":
-        return 2
-    if form == "NFKD":
-        return 3
-    raise ValueError(f"unknown Unicode normal form {form!r}")
+    # A form's number in _nf_normalize.h: its CTOK_NF_* bit's place above the combining class (nf_mask names it).
+    return __builtin_ctz(nf_mask((form,))) - 8
+
+
+cdef Py_ssize_t first_doubt(str text, unsigned mask, Py_ssize_t* n) except -1:
+    # Where the walks over text's doubtful stretches start (next_stretch's *p): its first doubt, *n (its length)
+    # when it has none; ASCII text has none.  text: a ready str.
+    n[0] = PyUnicode_GET_LENGTH(text)
+    return n[0] if PyUnicode_IS_ASCII(text) else ctok_nf_scan(text, 0, mask)
 
 
 cdef bint unchanged_by(str text, tuple forms, unsigned mask) except -1:
@@ -2353,10 +2356,9 @@ cdef bint unchanged_by(str text, tuple forms, unsigned mask) except -1:
     cdef Py_ssize_t n, p, a, b = 0
     cdef size_t m
     cdef NfBuffers nb
-    if not forms or PyUnicode_IS_ASCII(text):
+    if not forms:
         return True
-    n = PyUnicode_GET_LENGTH(text)
-    p = ctok_nf_scan(text, 0, mask)
+    p = first_doubt(text, mask, &n)
     if p >= n:
         return True
     codes = [nf_form(form) for form in forms]
@@ -2382,10 +2384,7 @@ def _nf_spans(str text, str form):
     cdef Py_ssize_t n, p, a, b = 0
     cdef list out = []
     ctok_str_ready(text)                # the scans read the code units
-    if PyUnicode_IS_ASCII(text):
-        return out
-    n = PyUnicode_GET_LENGTH(text)
-    p = ctok_nf_scan(text, 0, mask)
+    p = first_doubt(text, mask, &n)
     while next_stretch(text, n, mask, &p, &a, &b):
         out.append((a, b))
     return out
@@ -2402,10 +2401,7 @@ def nf_normalize(str text, str form):
     cdef NfBuffers nb
     cdef list parts = []
     ctok_str_ready(text)                # the scans read the code units
-    if PyUnicode_IS_ASCII(text):
-        return text
-    n = PyUnicode_GET_LENGTH(text)
-    p = ctok_nf_scan(text, 0, mask)
+    p = first_doubt(text, mask, &n)
     if p >= n:
         return text
     memset(&nb, 0, sizeof(nb))
