@@ -17,6 +17,12 @@ cdef struct BpeOptions:
     # char_level: char_token[cp] = the token of the BMP character cp alone, or NO_ID (what a lookup of its
     # UTF-8 gives), so that first symbols take an array read instead of a hash lookup.  NULL: look up.
     const uint32_t* char_token
+    # Vocab.char_bigrams(): pieces are merged in parts cut between 3-byte characters no token holds side by
+    # side (char_cuts).  NULL: whole.
+    const uint8_t* char_bigrams
+    # The owner (CoreEncoder's EncoderState) under which a scratch's table of recent pieces (BpeScratch.hot)
+    # holds this encoder's pieces: the merge may keep parts there, keyed apart.  NULL: never.
+    const void* hot_owner
 
 cdef enum:
     LONG_STORE_BYTES = 4 << 20  # BpeScratch.long_store: its ring of records ...
@@ -56,6 +62,8 @@ cdef enum:
     HOT_MAX_PIECE = 15          # pieces of up to this many bytes ...
     HOT_MAX_IDS = 3             # ... that encode to at most this many ids
     HOT_MISSES_UNSEEN = 1 << 30 # BpeScratch.hot_misses of a table that has answered nothing yet
+    HOT_PART = 0x80             # in a key's length byte: a part of a piece (merge_parts), not a piece
+    CHAR_CUTS_BATCH = 32        # char_cuts found at a time (a piece with more is cut in several rounds)
 
 cdef struct HotEntry:
     # One piece and its ids (BpeScratch.hot).  The piece's bytes are its key, zero padded: k0 holds bytes 0-7,
@@ -65,6 +73,21 @@ cdef struct HotEntry:
     uint64_t k1
     uint32_t n                  # ids held (1..HOT_MAX_IDS)
     uint32_t ids[HOT_MAX_IDS]   # past n: zeros, copied and dropped
+
+cdef inline uint64_t hot_index(uint64_t k0, uint64_t k1) noexcept nogil:
+    # The entry of BpeScratch.hot for a piece's key: both words multiplied in, the top HOT_BITS bits kept.
+    return ((k0 ^ (k1 * 0x9E3779B97F4A7C15ULL)) * 0xBF58476D1CE4E5B9ULL) >> (64 - HOT_BITS)
+
+
+cdef inline void hot_put(HotEntry* he, uint64_t k0, uint64_t k1, const uint32_t* ids, Py_ssize_t n) noexcept nogil:
+    # The piece keyed (k0, k1) encodes to ids[0:n], 1 <= n <= HOT_MAX_IDS; the entry's unused ids are zeros.
+    he.k0 = k0
+    he.k1 = k1
+    he.n = <uint32_t>n
+    he.ids[0] = ids[0]
+    he.ids[1] = ids[1] if n > 1 else 0
+    he.ids[2] = ids[2] if n > 2 else 0
+
 
 cdef struct BpeScratch:
     # Per-thread working memory, reused across pieces so the hot loop does not allocate.
@@ -123,6 +146,11 @@ cdef int bpe_encode_piece(const Tables* vocab, const BpeOptions* opt, const uint
 cdef int bpe_merge_piece(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
                          IdVec* out, BpeScratch* scratch) noexcept nogil
 
+# The points after i in p[0:n] between two 3-byte characters across which no merge can join (bigrams:
+# Vocab.char_bigrams), at most cap of them, into cuts (the cp_token entries beside each in sides); their
+# number.  vocab.cp_token must not be NULL.
+cdef Py_ssize_t char_cuts(const Tables* vocab, const uint8_t* bigrams, const uint8_t* p, Py_ssize_t i,
+                          Py_ssize_t n, Py_ssize_t* cuts, uint32_t* sides, Py_ssize_t cap) noexcept nogil
 
 cdef inline Py_ssize_t utf8_len(uint8_t lead) noexcept nogil:
     # Length of the UTF-8 sequence a lead byte announces; 1 for continuation/invalid bytes so that

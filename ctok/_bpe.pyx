@@ -15,7 +15,7 @@ from ctok._vocab cimport (Vocab, Tables, NO_ID, tables_lookup, tables_pair_key, 
                          char_pair_index, CHAR_PAIRS, SEAM_START_LONG, SEAM_END_SHORT, SEAM_END_LONG, CP_SEVERAL, CP_NONE, CP_ID_MASK,
                          CP_SUFFIX_RISK, CP_PREFIX_RISK, SEAM_PRE_START, SEAM_PRE_END, SEAM_PRE_ANY,
                          BYTE_CTX_LEFT, BYTE_CTX_RIGHT, load_head_padded, hash_bytes, load_head,
-                         load_tail)
+                         load_tail, char_bigram_bit)
 
 cdef enum:
     # Pieces with at most this many initial symbols use the linear scan.
@@ -38,6 +38,17 @@ cdef extern from "_char_run.h" nogil:
                                   const uint8_t* pre_any, const uint8_t* char_pairs, uint32_t id_mask,
                                   uint32_t several, uint32_t pending, uint32_t** out_io, uint64_t** kout_io,
                                   uint32_t* prev_io, int* several_io)
+
+cdef extern from *:
+    """
+    /* Some byte of w is 0xE0-0xEF: (b & 0xF0) ^ 0xE0 is zero in that byte (zero-byte test, no false hits). */
+    static inline int ctok_has_lead3(uint64_t w) {
+        uint64_t y = (w & 0xF0F0F0F0F0F0F0F0ULL) ^ 0xE0E0E0E0E0E0E0E0ULL;
+        return ((y - 0x0101010101010101ULL) & ~y & 0x8080808080808080ULL) != 0;
+    }
+    """
+    bint ctok_has_lead3(uint64_t w) nogil
+
 
 cdef extern from *:
     """
@@ -340,6 +351,55 @@ cdef inline bint seam_ok(const uint8_t* bits, const uint8_t* s, Py_ssize_t n, Py
         if i >= 2 and bit_at(bits, seam_index(SEAM_END_LONG, k, x, (<uint32_t>s[i - 2] << 8) | s[i - 1])):
             return False
     return True
+
+
+cdef Py_ssize_t char_cuts(const Tables* vocab, const uint8_t* bigrams, const uint8_t* p, Py_ssize_t i,
+                          Py_ssize_t n, Py_ssize_t* cuts, uint32_t* sides, Py_ssize_t cap) noexcept nogil:
+    # The points after i (0 <= i < n) between two 3-byte characters of p[0:n] where no token spans the
+    # boundary, in order, into cuts[0:k]; returns k, and stops at cap (cap >= 1: the caller goes on from
+    # cuts[cap - 1]).  At such a point c, BPE(p) = BPE(p[:c]) + BPE(p[c:]): a merge makes a token of two
+    # neighbouring symbols, and every symbol is a token, so a merge across c would make a token holding
+    # bytes on both sides of it; here none does: none holds the whole character before c next to the whole
+    # one after it (bigrams: Vocab.char_bigrams), and none holds a part of either next to the other's bytes
+    # (seam_ok; skipped where neither character's cp_token entry flags a risk: the flags are set for every
+    # suffix and prefix some token starts or ends with; entries refused as CP_NONE carry none, so they ask).
+    # Characters are read as Vocab.char_bigrams reads tokens (any other byte ends a run), so a pair of
+    # characters found here is a pair found there wherever some token holds their bytes.
+    # sides[2 * j], sides[2 * j + 1]: the cp_token entries of the characters before and after cuts[j] (the
+    # parts' ids when a part is one character).  No branch on whether a point cuts (data: o200k Japanese cuts
+    # 78% of its points).
+    cdef const uint32_t* cp_token = vocab.cp_token
+    cdef uint32_t cp, x, prev_cp = 0, prev_x = 0, held = 0, cut, risky
+    cdef Py_ssize_t k = 0
+    cdef uint8_t b0
+    while i + 3 <= n:
+        b0 = p[i]
+        if ((b0 & 0xF0) != 0xE0) | ((p[i + 1] & 0xC0) != 0x80) | ((p[i + 2] & 0xC0) != 0x80):   # i + 2 < n
+            held = 0
+            i += 1
+            continue
+        cp = ((<uint32_t>b0 & 0x0F) << 12) | ((<uint32_t>p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F)
+        if (cp < 0x800) | (cp - 0xD800 < 0x800):                        # overlong, or a surrogate
+            held = 0
+            i += 1
+            continue
+        x = cp_token[cp]                                                # cp < 0x10000
+        cut = held & (bit_at(bigrams, char_bigram_bit(prev_cp, cp)) ^ 1)    # < 1 << CHAR_BIGRAM_BITS
+        risky = (((prev_x & CP_SUFFIX_RISK) != 0) | ((x & CP_PREFIX_RISK) != 0)
+                 | ((prev_x & CP_ID_MASK) == CP_NONE) | ((x & CP_ID_MASK) == CP_NONE))
+        if cut & risky:
+            cut = seam_ok(vocab.seam_bits, p, n, i, 3, 3)               # 3 <= i: a character ends at i
+        cuts[k] = i                                                     # k < cap
+        sides[2 * k] = prev_x
+        sides[2 * k + 1] = x
+        k += cut
+        if k == cap:
+            return k
+        prev_cp = cp
+        prev_x = x
+        held = 1
+        i += 3
+    return k
 
 
 cdef inline bint pair_first(const Tables* vocab, const uint8_t* s, Py_ssize_t n, Py_ssize_t k,
@@ -991,7 +1051,7 @@ cdef int bpe_merge_piece(const Tables* vocab, const BpeOptions* opt, const uint8
     cdef uint32_t bit
     cdef bint asked = True
     if n < LONG_STORE_MIN or n > LONG_STORE_MAX:
-        return merge_piece_uncached(vocab, opt, s, n, out, scratch)
+        return merge_cut(vocab, opt, s, n, out, scratch)
     h = hash_bytes(s, n, load_head_padded(s, n))                   # n >= 15: 8 bytes readable
     bit = <uint32_t>(h >> 32) & ((1u << LONG_MANY_BITS) - 1)
     if n <= CACHE_MAX_PIECE:
@@ -1000,13 +1060,110 @@ cdef int bpe_merge_piece(const Tables* vocab, const BpeOptions* opt, const uint8
         rc = long_store_get(scratch, vocab, opt, s, n, h, out)
         if rc != 0:
             return BPE_OK if rc > 0 else BPE_NOMEM
-    rc = merge_piece_uncached(vocab, opt, s, n, out, scratch)
+    rc = merge_cut(vocab, opt, s, n, out, scratch)
     k = out.size - before
     if rc == BPE_OK and (n > CACHE_MAX_PIECE or k > CACHE_MAX_IDS):  # what the piece cache cannot keep
         if long_store_ready(scratch, vocab, opt):
             scratch.long_store.many_ids[bit >> 3] |= <uint8_t>(1 << (bit & 7))
             long_store_put(scratch, s, n, h, out.data + before, k)
     return rc
+
+
+cdef inline bint has_lead3(const uint8_t* s, Py_ssize_t n) noexcept nogil:
+    # Some byte of s[0:n] (n >= 6) is 0xE0-0xEF, a 3-byte character's lead: eight bytes a step, (b & 0xF0) ^ 0xE0
+    # zero in some byte (the classic zero-byte test, exact for "some byte is zero").  Pieces of 2-byte
+    # scripts (Cyrillic, Arabic) skip char_cuts' byte-by-byte walk.
+    cdef uint64_t w, x
+    cdef Py_ssize_t j = 0
+    cdef uint32_t v
+    if n < 8:
+        memcpy(&v, s, 4)
+        x = <uint64_t>v
+        memcpy(&v, s + n - 4, 4)                        # n >= 6: both loads inside s[0:n]
+        x |= <uint64_t>v << 32
+        return ctok_has_lead3(x)
+    while j + 8 <= n:
+        memcpy(&w, s + j, 8)                            # j + 8 <= n
+        if ctok_has_lead3(w):
+            return True
+        j += 8
+    memcpy(&w, s + n - 8, 8)                            # n >= 8
+    return ctok_has_lead3(w)
+
+
+cdef int merge_cut(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n, IdVec* out,
+                   BpeScratch* sc) noexcept nogil:
+    # BPE of s[0:n]: in parts when opt.char_bigrams finds cuts (char_cuts), else whole.
+    cdef Py_ssize_t cuts[CHAR_CUTS_BATCH]
+    cdef uint32_t sides[2 * CHAR_CUTS_BATCH]
+    cdef Py_ssize_t k
+    if opt.char_bigrams != NULL and n >= 6 and has_lead3(s, n):
+        k = char_cuts(vocab, opt.char_bigrams, s, 0, n, cuts, sides, CHAR_CUTS_BATCH)
+        if k > 0:
+            return merge_parts(vocab, opt, s, n, cuts, sides, k, out, sc)
+    return merge_piece_uncached(vocab, opt, s, n, out, sc)
+
+
+cdef inline void part_key(const uint8_t* p, Py_ssize_t ln, uint64_t* k0, uint64_t* k1) noexcept nogil:
+    # The key of a part p[0:ln] (1 <= ln <= HOT_MAX_PIECE) in BpeScratch.hot: its bytes, zero padded, read
+    # inside p[0:ln], and its length with HOT_PART set, which no piece's key has.
+    k0[0] = load_head(p, ln)
+    k1[0] = (load_head(p + 8, ln - 8) if ln > 8 else 0) | (<uint64_t>(ln | HOT_PART) << 56)
+
+
+cdef int merge_parts(const Tables* vocab, const BpeOptions* opt, const uint8_t* p, Py_ssize_t n, Py_ssize_t* cuts,
+                     uint32_t* sides, Py_ssize_t k, IdVec* out, BpeScratch* sc) noexcept nogil:
+    # BPE of p[0:n] cut at cuts[0:k] (char_cuts, k >= 1; when k is CHAR_CUTS_BATCH the later cuts are found
+    # from the last one): the parts' BPE in turn.  A part holds a whole 3-byte character beside each cut it
+    # touches, so a part of 3 bytes is one character: its cp_token id when that is the character's lone BPE.
+    # A part of up to HOT_MAX_PIECE bytes goes through the scratch's table of recent pieces when this encoder
+    # owns it, keyed apart from pieces (part_key: a part equal to a token need not encode as that token, as a
+    # piece would); a CJK text's parts are a few thousand words met again and again (o200k, Japanese: 30,139
+    # distinct pieces that are no token, 5,012 distinct parts).  Longer parts are merged.
+    cdef Py_ssize_t a = 0, c, j, ln, got, last
+    cdef uint32_t x
+    cdef int rc
+    cdef uint64_t k0, k1
+    cdef HotEntry* hot = sc.hot if opt.hot_owner != NULL and sc.hot_owner == opt.hot_owner else NULL
+    cdef HotEntry* he
+    # at_x: the cp_token entry of the character a part starts with after a cut, or (the first part) of the
+    # one before the first cut: a part of 3 bytes is that one character.
+    cdef uint32_t at_x = sides[0]
+    while True:
+        # Parts 0..last of this batch: part j ends at cuts[j], the last one at n unless more cuts follow.
+        last = k - 1 if k == CHAR_CUTS_BATCH else k
+        for j in range(last + 1):
+            c = cuts[j] if j < k else n
+            ln = c - a
+            x = CP_NONE
+            if ln == 3:
+                x = at_x & CP_ID_MASK
+            if x < CP_SEVERAL:
+                rc = idvec_push(out, x)
+            elif hot != NULL and ln <= HOT_MAX_PIECE:
+                part_key(p + a, ln, &k0, &k1)
+                he = &hot[hot_index(k0, k1)]                              # < 1 << HOT_BITS
+                if he.k0 == k0 and he.k1 == k1:
+                    rc = idvec_reserve(out, HOT_MAX_IDS)
+                    if rc == BPE_OK:
+                        out.data[out.size] = he.ids[0]                    # reserved above
+                        out.data[out.size + 1] = he.ids[1]
+                        out.data[out.size + 2] = he.ids[2]
+                        out.size += he.n
+                else:
+                    got = out.size
+                    rc = merge_piece_uncached(vocab, opt, p + a, ln, out, sc)
+                    got = out.size - got
+                    if rc == BPE_OK and 1 <= got <= HOT_MAX_IDS:
+                        hot_put(he, k0, k1, out.data + out.size - got, got)
+            else:
+                rc = merge_piece_uncached(vocab, opt, p + a, ln, out, sc)
+            if rc != BPE_OK or c >= n:
+                return rc
+            at_x = sides[2 * j + 1]             # c < n: cut j < k, the character after it
+            a = c
+        # k == CHAR_CUTS_BATCH (else the last part ended at n): the cuts after a, the last one.
+        k = char_cuts(vocab, opt.char_bigrams, p, a, n, cuts, sides, CHAR_CUTS_BATCH)
 
 
 cdef inline bint long_store_owns(BpeScratch* sc, const Tables* vocab, const BpeOptions* opt) noexcept nogil:
@@ -1174,6 +1331,8 @@ cdef void _options_for_test(BpeOptions* opt, bint char_level, bint byte_fallback
                             bint whole_piece_first) noexcept:
     opt.char_level = char_level
     opt.char_token = NULL
+    opt.char_bigrams = NULL
+    opt.hot_owner = NULL
     opt.byte_fallback = byte_fallback
     opt.unk_id = NO_ID if unk_id < 0 else <uint32_t>unk_id
     opt.fuse_unk = fuse_unk

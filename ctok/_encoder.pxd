@@ -145,6 +145,7 @@ cdef class CoreEncoder:
     cdef uint8_t* own_self_merges   # char-level encoders' self_merges table (freed with the encoder)
     cdef bytes _char_token          # char-level encoders' BpeOptions.char_token (65,536 uint32)
     cdef bytes _cut_bits            # EncoderState.cut_bits' owner, or None
+    cdef bytes _char_cut_bits       # BpeOptions.char_bigrams' owner, or None
     cdef IdVec short_out
     # The ids buffer of the last long encode (take_out/give_out, with the GIL held), kept up to LONG_KEEP_IDS
     # ids: a fresh buffer of a long text's size is mapped by the allocator and paid for again in page faults

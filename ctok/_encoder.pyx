@@ -22,7 +22,8 @@ from ctok._piece_cache cimport (PieceCache, CacheEntry, cache_get, cache_put, ca
                                cache_prefetch, cache_tables, CACHE_MAX_PIECE)
 from ctok._bpe cimport (IdVec, BpeScratch, BpeOptions, BPE_OK, BPE_NOMEM, idvec_free, idvec_reserve, idvec_push, scratch_init,
                         scratch_free, bpe_encode_piece, bpe_merge_piece, utf8_len, HotEntry, HOT_BITS, HOT_MAX_PIECE,
-                        HOT_MAX_IDS, scratch_hot)
+                        HOT_MAX_IDS, scratch_hot, hot_index, hot_put, char_cuts,
+                        CHAR_CUTS_BATCH)
 from ctok._pretok cimport next_piece_end, next_piece_ends, PRETOK_WHOLE, PRETOK_ENDS_SLACK
 from cpython.pycapsule cimport PyCapsule_Destructor
 
@@ -326,21 +327,6 @@ cdef inline void hot_key(const uint8_t* p, Py_ssize_t ln, uint64_t* k0, uint64_t
     memcpy(&w1, p + 8, 8)
     k0[0] = w0 & ctok_head_mask[ln if ln < 8 else 8]                  # index 1..8
     k1[0] = (w1 & ctok_head_mask[ln - 8 if ln > 8 else 0]) | (<uint64_t>ln << 56)   # index 0..7
-
-
-cdef inline uint64_t hot_index(uint64_t k0, uint64_t k1) noexcept nogil:
-    # The entry of BpeScratch.hot for a piece's key: both words multiplied in, the top HOT_BITS bits kept.
-    return ((k0 ^ (k1 * 0x9E3779B97F4A7C15ULL)) * 0xBF58476D1CE4E5B9ULL) >> (64 - HOT_BITS)
-
-
-cdef inline void hot_put(HotEntry* he, uint64_t k0, uint64_t k1, const uint32_t* ids, Py_ssize_t n) noexcept nogil:
-    # The piece keyed (k0, k1) encodes to ids[0:n], 1 <= n <= HOT_MAX_IDS; the entry's unused ids are zeros.
-    he.k0 = k0
-    he.k1 = k1
-    he.n = <uint32_t>n
-    he.ids[0] = ids[0]
-    he.ids[1] = ids[1] if n > 1 else 0
-    he.ids[2] = ids[2] if n > 2 else 0
 
 
 cdef inline uint32_t slot_token(const Slot* slots, const uint64_t* tails, uint64_t slot_mask, const uint8_t* p,
@@ -1057,15 +1043,24 @@ cdef class CoreEncoder:
         self._cut_bits = None
         self.state.cut_bits = NULL
         self.state.parts_cached = False
+        self._char_cut_bits = None
+        self.state.opt.char_bigrams = NULL
+        self.state.opt.hot_owner = <const void*>&self.state
         # Only where the pretokenizer leaves words whole (SentencePiece-style words run from one marker run
         # to the next, punctuation and newlines included).  A regex pretokenizer has cut nearly everywhere
-        # a cut could go; what is left there are the boundaries between CJK characters, and cutting at those
-        # made more, shorter pieces to merge and store: o200k and cl100k Japanese first passes 17-24% more
-        # instructions.
+        # a byte-pair cut could go; what is left there are the boundaries between CJK characters, and cutting
+        # those by byte pairs, each part through the piece cache, made more, shorter pieces to merge and
+        # store: o200k and cl100k Japanese first passes 17-24% more instructions.  Those pieces are cut by
+        # character pairs instead, inside the merge (char_bigrams below).
         if (pretok_kind == PRETOK_MARKER_WORDS or pretok_kind == PRETOK_WHOLE) and self._cuts_exact():
             self._cut_bits = self.vocab.token_bigrams()
             self.state.cut_bits = <const uint8_t*>PyBytes_AS_STRING(self._cut_bits)
             self.state.parts_cached = True
+        elif not char_level and self.vocab.t.cp_token != NULL and self._cuts_exact():
+            # Regex pretokenizers leave CJK runs whole: cut them between characters no token holds side by
+            # side (bpe_merge_piece, char_cuts).
+            self._char_cut_bits = self.vocab.char_bigrams()
+            self.state.opt.char_bigrams = <const uint8_t*>PyBytes_AS_STRING(self._char_cut_bits)
 
     cdef bint _cuts_exact(self) except -1:
         # Cutting pieces where no token holds the two bytes around the cut (encode_parts) gives the whole
@@ -1270,6 +1265,31 @@ cdef class CoreEncoder:
     def _set_cuts(self, bint on):
         """Tests: turn the cutting off (or back on where _cuts_exact allows it) to compare the two."""
         self.state.cut_bits = <const uint8_t*>PyBytes_AS_STRING(self._cut_bits) if on and self._cut_bits is not None else NULL
+        self.state.opt.char_bigrams = (<const uint8_t*>PyBytes_AS_STRING(self._char_cut_bits)
+                                       if on and self._char_cut_bits is not None else NULL)
+
+    def _char_cuts(self, bytes piece):
+        """Tests: the points char_cuts finds in `piece`, all of them (CHAR_CUTS_BATCH at a time); [] when
+        this encoder does not cut between characters."""
+        cdef Py_ssize_t cuts[CHAR_CUTS_BATCH]
+        cdef uint32_t sides[2 * CHAR_CUTS_BATCH]
+        cdef Py_ssize_t k, j, a = 0, n = len(piece)
+        cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(piece)
+        found = []
+        if self.state.opt.char_bigrams == NULL or n == 0:
+            return found
+        while True:
+            k = char_cuts(self.state.tables, self.state.opt.char_bigrams, p, a, n, cuts, sides, CHAR_CUTS_BATCH)
+            found.extend(cuts[j] for j in range(k))
+            if k < CHAR_CUTS_BATCH:
+                return found
+            a = cuts[k - 1]
+
+    @property
+    def cuts_chars(self):
+        """True when pieces that are no token are cut between 3-byte characters that no token holds side by
+        side, and the parts merged one by one (BpeOptions.char_bigrams)."""
+        return self.state.opt.char_bigrams != NULL
 
     @property
     def whole_piece_first(self):

@@ -105,6 +105,17 @@ cdef enum:
     CHAR_PAIR_BITS = 18
 
 cdef enum:
+    # Vocab.char_bigrams(): 2^19 bits (64 KB).  Bit char_bigram_bit(a, b) is set when some token's bytes hold
+    # the whole 3-byte characters a and b side by side (o200k: 11,756 bits set, 2.2%).  A clear bit: no merge
+    # can join a symbol ending in a to one starting with b (_bpe.char_cuts).  2^18 bits cut o200k's Japanese
+    # less often (collisions) and was no faster.
+    CHAR_BIGRAM_BITS = 19
+
+cdef inline uint32_t char_bigram_bit(uint32_t a, uint32_t b) noexcept nogil:
+    # Code points a, b < 0x10000: the key's 32 bits, their product's top bits.
+    return <uint32_t>(((a << 16) | b) * <uint32_t>0x9E3779B1) >> (32 - CHAR_BIGRAM_BITS)
+
+cdef enum:
     # Tables.seam_bits: a bit set of SEAM_BITS bits indexed by seam_index(...) of the byte contexts in
     # which some token joins part of a character to a neighbour (Vocab._build_char_tables).  A hash set
     # with no second check: a collision only sends a piece to the byte path.

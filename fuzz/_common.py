@@ -39,6 +39,27 @@ FRAGMENTS = [
 ]
 
 
+# CJK letters and their neighbours (Han at a stride, kana, Hangul, Thai, Devanagari, CJK punctuation and
+# full-width forms): runs of them are whole pieces, cut between characters no token holds side by side.
+CJK_POOL = ([chr(c) for c in range(0x4E00, 0xA000, 7)] + [chr(c) for c in range(0x3041, 0x3100)]
+            + [chr(c) for c in range(0xAC00, 0xD7A4, 29)] + [chr(c) for c in range(0x0E01, 0x0E5C)]
+            + [chr(c) for c in range(0x0900, 0x0980)] + [chr(c) for c in range(0x3000, 0x3040)]
+            + [chr(c) for c in range(0xFF01, 0xFF5F)] + ["a", " ", "1", "\n", "\u200d", "\U0001F600", "é"])
+
+
+def cjk_text(fdp, max_chars=300):
+    """A run of CJK_POOL characters picked by the fuzzer's bytes, nearby characters more often than not."""
+    out = []
+    at = fdp.ConsumeIntInRange(0, len(CJK_POOL) - 1)
+    for _ in range(fdp.ConsumeIntInRange(1, max_chars)):
+        if fdp.ConsumeBool():
+            at = (at + fdp.ConsumeIntInRange(-3, 3)) % len(CJK_POOL)
+        else:
+            at = fdp.ConsumeIntInRange(0, len(CJK_POOL) - 1)
+        out.append(CJK_POOL[at])
+    return "".join(out)
+
+
 def fragment_text(fdp, max_parts=40):
     """Text from fragments picked by the fuzzer's bytes (an atheris.FuzzedDataProvider), sometimes repeated."""
     parts = []

@@ -8,7 +8,10 @@ Each input picks an embedded encoding (o200k_base, cl100k_base) and a mode:
         the same checks;
   3     arbitrary bytes (not necessarily UTF-8) straight to the native encoder: valid ids, and the ids decode
         back to exactly those bytes (byte-level BPE is lossless);
-  4     a batch of texts on two threads equals tiktoken per text.
+  4     a batch of texts on two threads equals tiktoken per text;
+  5     CJK text (_common.cjk_text: pieces cut between characters), the checks of mode 0;
+  6     CJK bytes with stray bytes inserted, to the native encoder: equal to a core over the same vocabulary
+        that neither cuts nor caches.
 
     python fuzz/fuzz_encode.py -runs=1000000 -max_len=8192 [corpus_dir]
 """
@@ -20,6 +23,7 @@ import _common  # noqa: F401 - puts the repository on sys.path
 
 with atheris.instrument_imports(include=["ctok"]):
     import ctok
+    from ctok._encoder import CoreEncoder
 
 ENCODINGS = []
 
@@ -31,7 +35,10 @@ def setup():
             import tiktoken
 
             ref = tiktoken.get_encoding(name)  # needs tiktoken's download cache
-        ENCODINGS.append((name, ctok.get_encoding(name), ref))
+        enc = ctok.get_encoding(name)
+        bare = CoreEncoder(pretok_kind=enc._core.pretok_kind, vocab=enc._core.vocab, piece_cache_bytes=0)
+        bare._set_cuts(False)
+        ENCODINGS.append((name, enc, ref, bare))
 
 
 def check_text(enc, ref, text):
@@ -61,8 +68,8 @@ def check_text(enc, ref, text):
 
 def test_one_input(data):
     fdp = atheris.FuzzedDataProvider(data)
-    name, enc, ref = ENCODINGS[fdp.ConsumeIntInRange(0, len(ENCODINGS) - 1)]
-    mode = fdp.ConsumeIntInRange(0, 4)
+    name, enc, ref, bare = ENCODINGS[fdp.ConsumeIntInRange(0, len(ENCODINGS) - 1)]
+    mode = fdp.ConsumeIntInRange(0, 6)
     if mode == 0:
         check_text(enc, ref, fdp.ConsumeUnicode(fdp.remaining_bytes()))
     elif mode == 1:
@@ -74,10 +81,18 @@ def test_one_input(data):
         ids = enc._core.encode_ordinary(raw)
         assert all(0 <= i < enc.n_vocab for i in ids), (name, raw)
         assert enc.decode_bytes(ids) == raw, ("bytes round trip", name, raw)
-    else:
+    elif mode == 4:
         texts = [_common.fragment_text(fdp, 8) for _ in range(fdp.ConsumeIntInRange(2, 10))]
         got = enc.encode_ordinary_batch(texts, num_threads=2)
         assert got == [ref.encode_ordinary(t) for t in texts], ("batch", texts)
+    elif mode == 5:
+        check_text(enc, ref, _common.cjk_text(fdp))
+    else:
+        raw = bytearray(_common.cjk_text(fdp).encode())
+        for _ in range(fdp.ConsumeIntInRange(0, 4)):
+            raw.insert(fdp.ConsumeIntInRange(0, len(raw)), fdp.ConsumeIntInRange(0x80, 0xFF))
+        raw = bytes(raw)
+        assert enc._core.encode_ordinary(raw) == bare.encode_ordinary(raw), ("cjk bytes", name, raw)
 
 
 if __name__ == "__main__":

@@ -98,7 +98,8 @@ def test_repeated_pieces_come_back_the_same_from_the_cache(sp):
 
 
 def test_regex_pretokenizers_do_not_cut(o200k):
-    # Their pieces are cut nearly everywhere a cut could go already; cutting CJK boundaries only cost.
+    # Their pieces are cut nearly everywhere a byte-pair cut could go already (their CJK runs are cut by
+    # character pairs instead: test_char_cuts.py).
     assert not o200k._core.cuts_pieces
 
 
