@@ -62,7 +62,8 @@ class EncodeFreshEncoder:
     """The first encode of a whole corpus file by an encoder made just before (its piece cache untouched), in
     milliseconds: what a process's first request pays, page faults of the caches included (a 4 MB piece cache
     in small pages took 3,289 faults on Dracula; see docs/pages/performance.md)."""
-    params = (["o200k_base", "cl100k_base"], ["en_dracula.txt", "code_python.txt", "zh_classical.txt"])
+    params = (["o200k_base", "cl100k_base"], ["en_dracula.txt", "code_python.txt", "zh_classical.txt",
+                                           "ja_wagahaiwa_nekodearu.txt"])
     param_names = ["family", "corpus"]
     timeout = 300
 
