@@ -15,7 +15,7 @@ from ctok._vocab cimport (Vocab, Tables, NO_ID, tables_lookup, tables_pair_key, 
                          char_pair_index, CHAR_PAIRS, SEAM_START_LONG, SEAM_END_SHORT, SEAM_END_LONG, CP_SEVERAL, CP_NONE, CP_ID_MASK,
                          CP_SUFFIX_RISK, CP_PREFIX_RISK, SEAM_PRE_START, SEAM_PRE_END, SEAM_PRE_ANY,
                          BYTE_CTX_LEFT, BYTE_CTX_RIGHT, load_head_padded, hash_bytes, load_head,
-                         load_tail, char_bigram_bit)
+                         load_tail, char_bigram_bit, char3_at)
 
 cdef enum:
     # Pieces with at most this many initial symbols use the linear scan.
@@ -363,8 +363,8 @@ cdef Py_ssize_t char_cuts(const Tables* vocab, const uint8_t* bigrams, const uin
     # one after it (bigrams: Vocab.char_bigrams), and none holds a part of either next to the other's bytes
     # (seam_ok; skipped where neither character's cp_token entry flags a risk: the flags are set for every
     # suffix and prefix some token starts or ends with; entries refused as CP_NONE carry none, so they ask).
-    # Characters are read as Vocab.char_bigrams reads tokens (any other byte ends a run), so a pair of
-    # characters found here is a pair found there wherever some token holds their bytes.
+    # Characters are read as Vocab.char_bigrams reads tokens (char3_at; any other byte ends a run), so a pair
+    # of characters found here is a pair found there wherever some token holds their bytes.
     # sides[2 * j], sides[2 * j + 1]: the cp_token entries of the characters before and after cuts[j] (the
     # parts' ids when a part is one character).  No branch on whether a point cuts (data: o200k Japanese cuts
     # 78% of its points).
@@ -373,16 +373,12 @@ cdef Py_ssize_t char_cuts(const Tables* vocab, const uint8_t* bigrams, const uin
     cdef Py_ssize_t k = 0
     cdef uint8_t b0
     while i + 3 <= n:
+        cp = char3_at(p + i)                                            # i + 3 <= n
+        if cp == 0:
+            held = 0
+            i += 1
+            continue
         b0 = p[i]
-        if ((b0 & 0xF0) != 0xE0) | ((p[i + 1] & 0xC0) != 0x80) | ((p[i + 2] & 0xC0) != 0x80):   # i + 2 < n
-            held = 0
-            i += 1
-            continue
-        cp = ((<uint32_t>b0 & 0x0F) << 12) | ((<uint32_t>p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F)
-        if (cp < 0x800) | (cp - 0xD800 < 0x800):                        # overlong, or a surrogate
-            held = 0
-            i += 1
-            continue
         x = cp_token[cp]                                                # cp < 0x10000
         cut = held & (bit_at(bigrams, char_bigram_bit(prev_cp, cp)) ^ 1)    # < 1 << CHAR_BIGRAM_BITS
         risky = (((prev_x & CP_SUFFIX_RISK) != 0) | ((x & CP_PREFIX_RISK) != 0)

@@ -111,6 +111,17 @@ cdef enum:
     # less often (collisions) and was no faster.
     CHAR_BIGRAM_BITS = 19
 
+cdef inline uint32_t char3_at(const uint8_t* p) noexcept nogil:
+    # The code point of the 3-byte UTF-8 character at p[0:3] (readable): a lead byte 0xE0-0xEF and two
+    # continuation bytes, not overlong, no surrogate; else 0.  Vocab.char_bigrams reads tokens and
+    # _bpe.char_cuts reads text by this one rule, so a pair of characters found in text is one found in tokens.
+    cdef uint32_t cp
+    if ((p[0] & 0xF0) != 0xE0) | ((p[1] & 0xC0) != 0x80) | ((p[2] & 0xC0) != 0x80):
+        return 0
+    cp = ((<uint32_t>p[0] & 0x0F) << 12) | ((<uint32_t>p[1] & 0x3F) << 6) | (p[2] & 0x3F)
+    return 0 if (cp < 0x800) | (cp - 0xD800 < 0x800) else cp
+
+
 cdef inline uint32_t char_bigram_bit(uint32_t a, uint32_t b) noexcept nogil:
     # Code points a, b < 0x10000: the key's 32 bits, their product's top bits.
     return <uint32_t>(((a << 16) | b) * <uint32_t>0x9E3779B1) >> (32 - CHAR_BIGRAM_BITS)

@@ -762,15 +762,14 @@ cdef class Vocab:
         """(1 << CHAR_BIGRAM_BITS) / 8 bytes: bit char_bigram_bit(a, b) set when the bytes of some token,
         ordinary or special, hold the whole 3-byte characters a and b side by side.  Each token is read as
         UTF-8 text is: a lead byte 0xE0-0xEF and two continuation bytes, not overlong and no surrogate, is a
-        character; any other byte is stepped over and ends the run.  Every character a text decodes at a
-        lead byte is decoded at that byte here too (a character consumes only its own continuation bytes)."""
+        character (char3_at); any other byte is stepped over and ends the run.  Every character a text decodes
+        at a lead byte is decoded at that byte here too (a character consumes only its own continuation bytes)."""
         cdef Py_ssize_t size = (1 << CHAR_BIGRAM_BITS) // 8
         cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
         cdef uint8_t* bits = <uint8_t*>PyBytes_AS_STRING(out)
         cdef Py_ssize_t i, j, ln
         cdef const uint8_t* b
-        cdef uint32_t cp, prev, k, w
-        cdef uint64_t acc, w8
+        cdef uint32_t cp, prev, k
         cdef bint have
         memset(bits, 0, size)
         with nogil:
@@ -779,34 +778,20 @@ cdef class Vocab:
                 ln = <Py_ssize_t>(self.t.offsets[i + 1] - self.t.offsets[i])
                 if ln < 6:
                     continue                                # room for no two such characters
-                # Most tokens have no byte >= 0x80: ruled out by 8-byte loads (the last one overlapping).
-                memcpy(&w, b + ln - 4, 4)
-                acc = w
-                j = 0
-                while j + 8 <= ln:
-                    memcpy(&w8, b + j, 8)                   # j + 8 <= ln
-                    acc |= w8
-                    j += 8
-                memcpy(&w, b + j if j + 4 <= ln else b + ln - 4, 4)     # inside b[0:ln], ln >= 6
-                acc |= w
-                if (acc & 0x8080808080808080ULL) == 0:
-                    continue
                 j = 0
                 have = False
-                while j < ln:
-                    if (j + 3 <= ln and (b[j] & 0xF0) == 0xE0 and (b[j + 1] & 0xC0) == 0x80
-                            and (b[j + 2] & 0xC0) == 0x80):
-                        cp = ((<uint32_t>b[j] & 0x0F) << 12) | ((<uint32_t>b[j + 1] & 0x3F) << 6) | (b[j + 2] & 0x3F)
-                        if cp >= 0x800 and not (0xD800 <= cp < 0xE000):
-                            if have:
-                                k = char_bigram_bit(prev, cp)
-                                bits[k >> 3] |= <uint8_t>(1 << (k & 7))    # k < 1 << CHAR_BIGRAM_BITS
-                            prev = cp
-                            have = True
-                            j += 3
-                            continue
-                    have = False
-                    j += 1
+                while j + 3 <= ln:
+                    cp = char3_at(b + j)                    # j + 3 <= ln
+                    if cp == 0:
+                        have = False
+                        j += 1
+                        continue
+                    if have:
+                        k = char_bigram_bit(prev, cp)
+                        bits[k >> 3] |= <uint8_t>(1 << (k & 7))        # k < 1 << CHAR_BIGRAM_BITS
+                    prev = cp
+                    have = True
+                    j += 3
         return out
 
     @staticmethod
