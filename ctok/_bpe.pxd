@@ -14,11 +14,15 @@ cdef struct BpeOptions:
     uint32_t unk_id         # NO_ID when there is no unk token: unknown symbols are dropped (as HF does)
     bint fuse_unk
     bint whole_piece_first  # a piece that is itself a token is emitted as is (tiktoken; HF ignore_merges)
+    # Bit b - 0xC0 set: a piece whose first 2- or 3-byte lead byte is b (0xC2-0xDF) is looked at for cuts, where
+    # the vocabulary holds few tokens of that lead (CUT_LEAD_TOKENS); a 3-byte lead's pieces always are.  (In
+    # the padding before the pointers: the struct keeps its size.)
+    uint32_t cut_leads
     # char_level: char_token[cp] = the token of the BMP character cp alone, or NO_ID (what a lookup of its
     # UTF-8 gives), so that first symbols take an array read instead of a hash lookup.  NULL: look up.
     const uint32_t* char_token
-    # Vocab.char_bigrams(): pieces are merged in parts cut between 3-byte characters no token holds side by
-    # side (char_cuts).  NULL: whole.
+    # Vocab.char_bigrams(): pieces are merged in parts cut between 2- or 3-byte characters no token holds side
+    # by side (char_cuts).  NULL: whole.
     const uint8_t* char_bigrams
     # The owner (CoreEncoder's EncoderState) under which a scratch's table of recent pieces (BpeScratch.hot)
     # holds this encoder's pieces: the merge may keep parts there, keyed apart.  NULL: never.
@@ -64,6 +68,14 @@ cdef enum:
     HOT_MISSES_UNSEEN = 1 << 30 # BpeScratch.hot_misses of a table that has answered nothing yet
     HOT_PART = 0x80             # in a key's length byte: a part of a piece (merge_parts), not a piece
     CHAR_CUTS_BATCH = 32        # char_cuts found at a time (a piece with more is cut in several rounds)
+    # Pieces of a 2-byte lead byte are cut where fewer tokens than this hold a character of that lead
+    # (Vocab.lead_token_counts).  Measured (the merges of a file's distinct pieces that are no token, cuts on
+    # against off; tokens for the two leads in brackets): cl100k's Arabic (68 and 48 for D8 and D9) 0.67x the
+    # time, its Russian (675 and 465 for D0 and D1) 0.85x, Kimi K2's Arabic (835, 676) 0.87x, its Russian
+    # (1,940, 1,427) 1.00x, o200k's Arabic (7,006, 6,337) 0.96x, Llama 3's Arabic (3,302, 2,830) 1.05x, o200k's
+    # Russian (13,440, 10,679) 1.06x: a vocabulary rich in a script holds most pairs of its letters, so few
+    # points cut and the walk costs about what it saves.
+    CUT_LEAD_TOKENS = 1200
 
 cdef struct HotEntry:
     # One piece and its ids (BpeScratch.hot).  The piece's bytes are its key, zero padded: k0 holds bytes 0-7,
@@ -146,11 +158,11 @@ cdef int bpe_encode_piece(const Tables* vocab, const BpeOptions* opt, const uint
 cdef int bpe_merge_piece(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
                          IdVec* out, BpeScratch* scratch) noexcept nogil
 
-# The points after i in p[0:n] between two 3-byte characters across which no merge can join (bigrams:
-# Vocab.char_bigrams), at most cap of them, into cuts (the cp_token entries beside each in sides); their
-# number.  vocab.cp_token must not be NULL.
+# The points after i in p[0:n] between two 2- or 3-byte characters across which no merge can join (bigrams:
+# Vocab.char_bigrams), at most cap of them, into cuts (the characters beside each in sides); their number.
+# twos False: between 3-byte characters only.  vocab.cp_token must not be NULL.
 cdef Py_ssize_t char_cuts(const Tables* vocab, const uint8_t* bigrams, const uint8_t* p, Py_ssize_t i,
-                          Py_ssize_t n, Py_ssize_t* cuts, uint32_t* sides, Py_ssize_t cap) noexcept nogil
+                          Py_ssize_t n, Py_ssize_t* cuts, uint32_t* sides, Py_ssize_t cap, bint twos) noexcept nogil
 
 cdef inline Py_ssize_t utf8_len(uint8_t lead) noexcept nogil:
     # Length of the UTF-8 sequence a lead byte announces; 1 for continuation/invalid bytes so that

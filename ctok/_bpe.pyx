@@ -15,7 +15,7 @@ from ctok._vocab cimport (Vocab, Tables, NO_ID, tables_lookup, tables_pair_key, 
                          char_pair_index, CHAR_PAIRS, SEAM_START_LONG, SEAM_END_SHORT, SEAM_END_LONG, CP_SEVERAL, CP_NONE, CP_ID_MASK,
                          CP_SUFFIX_RISK, CP_PREFIX_RISK, SEAM_PRE_START, SEAM_PRE_END, SEAM_PRE_ANY,
                          BYTE_CTX_LEFT, BYTE_CTX_RIGHT, load_head_padded, hash_bytes, load_head,
-                         load_tail, char_bigram_bit, char3_at)
+                         load_tail, char_bigram_bit, char_at, char3_at)
 
 cdef enum:
     # Pieces with at most this many initial symbols use the linear scan.
@@ -41,13 +41,15 @@ cdef extern from "_char_run.h" nogil:
 
 cdef extern from *:
     """
-    /* Some byte of w is 0xE0-0xEF: (b & 0xF0) ^ 0xE0 is zero in that byte (zero-byte test, no false hits). */
-    static inline int ctok_has_lead3(uint64_t w) {
-        uint64_t y = (w & 0xF0F0F0F0F0F0F0F0ULL) ^ 0xE0E0E0E0E0E0E0E0ULL;
-        return ((y - 0x0101010101010101ULL) & ~y & 0x8080808080808080ULL) != 0;
+    /* Bit 7 of each byte of w that is 0xC0-0xEF (bits 7 and 6 set, not both of bits 5 and 4), the others
+       clear.  Shifted left by 1, 2 and 3 places, a byte's bits 6, 5 and 4 land on its own bit 7 (what crosses
+       from the byte below lands lower), so each byte is tested alone. */
+    static inline uint64_t ctok_lead23_mask(uint64_t w) {
+        return w & (w << 1) & ~((w << 2) & (w << 3)) & 0x8080808080808080ULL;
     }
     """
-    bint ctok_has_lead3(uint64_t w) nogil
+    uint64_t ctok_lead23_mask(uint64_t w) nogil
+    int __builtin_ctzll(unsigned long long x) nogil
 
 
 cdef extern from *:
@@ -354,8 +356,17 @@ cdef inline bint seam_ok(const uint8_t* bits, const uint8_t* s, Py_ssize_t n, Py
 
 
 cdef Py_ssize_t char_cuts(const Tables* vocab, const uint8_t* bigrams, const uint8_t* p, Py_ssize_t i,
-                          Py_ssize_t n, Py_ssize_t* cuts, uint32_t* sides, Py_ssize_t cap) noexcept nogil:
-    # The points after i (0 <= i < n) between two 3-byte characters of p[0:n] where no token spans the
+                          Py_ssize_t n, Py_ssize_t* cuts, uint32_t* sides, Py_ssize_t cap, bint twos) noexcept nogil:
+    # cuts_walk with twos a constant in each call, so that each is a loop of its own.
+    if twos:
+        return cuts_walk(vocab, bigrams, p, i, n, cuts, sides, cap, True)
+    return cuts_walk(vocab, bigrams, p, i, n, cuts, sides, cap, False)
+
+
+cdef inline Py_ssize_t cuts_walk(const Tables* vocab, const uint8_t* bigrams, const uint8_t* p, Py_ssize_t i,
+                                 Py_ssize_t n, Py_ssize_t* cuts, uint32_t* sides, Py_ssize_t cap,
+                                 bint twos) noexcept nogil:
+    # The points after i (0 <= i < n) between two 2- or 3-byte characters of p[0:n] where no token spans the
     # boundary, in order, into cuts[0:k]; returns k, and stops at cap (cap >= 1: the caller goes on from
     # cuts[cap - 1]).  At such a point c, BPE(p) = BPE(p[:c]) + BPE(p[c:]): a merge makes a token of two
     # neighbouring symbols, and every symbol is a token, so a merge across c would make a token holding
@@ -363,22 +374,25 @@ cdef Py_ssize_t char_cuts(const Tables* vocab, const uint8_t* bigrams, const uin
     # one after it (bigrams: Vocab.char_bigrams), and none holds a part of either next to the other's bytes
     # (seam_ok; skipped where neither character's cp_token entry flags a risk: the flags are set for every
     # suffix and prefix some token starts or ends with; entries refused as CP_NONE carry none, so they ask).
-    # Characters are read as Vocab.char_bigrams reads tokens (char3_at; any other byte ends a run), so a pair
-    # of characters found here is a pair found there wherever some token holds their bytes.
+    # Characters are read as Vocab.char_bigrams reads tokens (char_at; any other byte ends a run), so a pair
+    # of characters found here is a pair found there wherever some token holds their bytes.  twos False: 3-byte
+    # characters only (char3_at, which decodes each where char_at does; a 2-byte character ends a run), for
+    # CJK pieces: reading both kinds cost them 6% more instructions in this walk for cuts they seldom have.
     # sides[2 * j], sides[2 * j + 1]: the cp_token entries of the characters before and after cuts[j] (the
     # parts' ids when a part is one character).  No branch on whether a point cuts (data: o200k Japanese cuts
     # 78% of its points).
     cdef const uint32_t* cp_token = vocab.cp_token
     cdef uint32_t cp, x, prev_cp = 0, prev_x = 0, held = 0, cut, risky
-    cdef Py_ssize_t k = 0
-    cdef uint8_t b0
-    while i + 3 <= n:
-        cp = char3_at(p + i)                                            # i + 3 <= n
+    cdef Py_ssize_t k = 0, ln = 3, prev_ln = 3
+    while i + (2 if twos else 3) <= n:
+        if twos:
+            cp = char_at(p + i, n - i, &ln)                             # i < n
+        else:
+            cp = char3_at(p + i)                                        # i + 3 <= n; ln stays 3
         if cp == 0:
             held = 0
             i += 1
             continue
-        b0 = p[i]
         x = cp_token[cp]                                                # cp < 0x10000
         cut = held & (bit_at(bigrams, char_bigram_bit(prev_cp, cp)) ^ 1)    # < 1 << CHAR_BIGRAM_BITS
         risky = (((prev_x & CP_SUFFIX_RISK) != 0) | ((x & CP_PREFIX_RISK) != 0)
@@ -386,9 +400,9 @@ cdef Py_ssize_t char_cuts(const Tables* vocab, const uint8_t* bigrams, const uin
         # seam_ok's first test (no token of the kinds it looks for meets these two bytes) folded in: most
         # characters flag a risk (o200k: 83% of Japanese ones a suffix risk), and a branch into seam_ok then
         # followed the cut verdict, mispredicted at every other point (8.8 -> 5.8 ns a character).  p[i - held]:
-        # the byte before i where a character ends there (3 <= i), else a byte of no consequence (cut is 0).
-        if cut & risky & bit_at(vocab.seam_bits, SEAM_PRE_ANY + ((<uint32_t>b0 << 8) | p[i - held])):
-            cut = seam_ok(vocab.seam_bits, p, n, i, 3, 3)               # 3 <= i: a character ends at i
+        # the byte before i where a character ends there (held: 2 <= i), else a byte of no consequence (cut is 0).
+        if cut & risky & bit_at(vocab.seam_bits, SEAM_PRE_ANY + ((<uint32_t>p[i] << 8) | p[i - held])):
+            cut = seam_ok(vocab.seam_bits, p, n, i, prev_ln, ln)       # 0 < prev_ln <= i: a character ends at i
         cuts[k] = i                                                     # k < cap
         sides[2 * k] = prev_x
         sides[2 * k + 1] = x
@@ -397,8 +411,10 @@ cdef Py_ssize_t char_cuts(const Tables* vocab, const uint8_t* bigrams, const uin
             return k
         prev_cp = cp
         prev_x = x
+        if twos:
+            prev_ln = ln
         held = 1
-        i += 3
+        i += ln
     return k
 
 
@@ -1069,26 +1085,36 @@ cdef int bpe_merge_piece(const Tables* vocab, const BpeOptions* opt, const uint8
     return rc
 
 
-cdef inline bint has_lead3(const uint8_t* s, Py_ssize_t n) noexcept nogil:
-    # Some byte of s[0:n] (n >= 6) is 0xE0-0xEF, a 3-byte character's lead: eight bytes a step, (b & 0xF0) ^ 0xE0
-    # zero in some byte (the classic zero-byte test, exact for "some byte is zero").  Pieces of 2-byte
-    # scripts (Cyrillic, Arabic) skip char_cuts' byte-by-byte walk.
-    cdef uint64_t w, x
+cdef inline uint32_t cut_lead(const uint8_t* s, Py_ssize_t n, uint32_t leads) noexcept nogil:
+    # The first byte of s[0:n] (n >= 4) that leads a 2- or 3-byte character (0xC0-0xEF), when it leads a 3-byte
+    # one or its bit is in leads (BpeOptions.cut_leads); else 0: eight bytes a step.  Pieces of ASCII and emoji
+    # skip char_cuts' walk, and so do those of a script the vocabulary holds most pairs of (a piece is mostly
+    # one script: its first lead decides).
+    cdef uint64_t w, m
     cdef Py_ssize_t j = 0
-    cdef uint32_t v
+    cdef uint32_t v, b
     if n < 8:
         memcpy(&v, s, 4)
-        x = <uint64_t>v
-        memcpy(&v, s + n - 4, 4)                        # n >= 6: both loads inside s[0:n]
-        x |= <uint64_t>v << 32
-        return ctok_has_lead3(x)
-    while j + 8 <= n:
+        w = <uint64_t>v
+        memcpy(&v, s + n - 4, 4)                        # n >= 4: both loads inside s[0:n]
+        w |= <uint64_t>v << 32
+        m = ctok_lead23_mask(w)
+        if m == 0:
+            return 0
+        j = __builtin_ctzll(m) >> 3                     # byte j of w: s[j], or s[n - 8 + j] from the second load
+        b = s[j] if j < 4 else s[n - 8 + j]
+        return b if b >= 0xE0 or (leads >> (b - 0xC0)) & 1 else 0     # 0xC0 <= b <= 0xEF
+    while True:
+        if j + 8 > n:
+            j = n - 8                                   # n >= 8: the last word, overlapping
         memcpy(&w, s + j, 8)                            # j + 8 <= n
-        if ctok_has_lead3(w):
-            return True
+        m = ctok_lead23_mask(w)
+        if m != 0:
+            b = s[j + (__builtin_ctzll(m) >> 3)]         # inside the word read
+            return b if b >= 0xE0 or (leads >> (b - 0xC0)) & 1 else 0     # 0xC0 <= b <= 0xEF
+        if j + 8 >= n:
+            return 0
         j += 8
-    memcpy(&w, s + n - 8, 8)                            # n >= 8
-    return ctok_has_lead3(w)
 
 
 cdef int merge_cut(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n, IdVec* out,
@@ -1097,10 +1123,15 @@ cdef int merge_cut(const Tables* vocab, const BpeOptions* opt, const uint8_t* s,
     cdef Py_ssize_t cuts[CHAR_CUTS_BATCH]
     cdef uint32_t sides[2 * CHAR_CUTS_BATCH]
     cdef Py_ssize_t k
-    if opt.char_bigrams != NULL and n >= 6 and has_lead3(s, n):
-        k = char_cuts(vocab, opt.char_bigrams, s, 0, n, cuts, sides, CHAR_CUTS_BATCH)
-        if k > 0:
-            return merge_parts(vocab, opt, s, n, cuts, sides, k, out, sc)
+    cdef uint32_t lead
+    if opt.char_bigrams != NULL and n >= 4:
+        lead = cut_lead(s, n, opt.cut_leads)
+        if lead != 0:
+            k = char_cuts(vocab, opt.char_bigrams, s, 0, n, cuts, sides, CHAR_CUTS_BATCH, lead < 0xE0)
+            if k > 0:
+                if cuts[0] == 3 and (s[1] & 0xC0) != 0x80:
+                    sides[0] = CP_NONE          # s[0:3] is a byte and a 2-byte character, not one character
+                return merge_parts(vocab, opt, s, n, cuts, sides, k, out, sc, lead < 0xE0)
     return merge_piece_uncached(vocab, opt, s, n, out, sc)
 
 
@@ -1112,14 +1143,18 @@ cdef inline void part_key(const uint8_t* p, Py_ssize_t ln, uint64_t* k0, uint64_
 
 
 cdef int merge_parts(const Tables* vocab, const BpeOptions* opt, const uint8_t* p, Py_ssize_t n, Py_ssize_t* cuts,
-                     uint32_t* sides, Py_ssize_t k, IdVec* out, BpeScratch* sc) noexcept nogil:
+                     uint32_t* sides, Py_ssize_t k, IdVec* out, BpeScratch* sc, bint twos) noexcept nogil:
     # BPE of p[0:n] cut at cuts[0:k] (char_cuts, k >= 1; when k is CHAR_CUTS_BATCH the later cuts are found
-    # from the last one): the parts' BPE in turn.  A part holds a whole 3-byte character beside each cut it
-    # touches, so a part of 3 bytes is one character: its cp_token id when that is the character's lone BPE.
-    # A part of up to HOT_MAX_PIECE bytes goes through the scratch's table of recent pieces when this encoder
-    # owns it, keyed apart from pieces (part_key: a part equal to a token need not encode as that token, as a
-    # piece would); a CJK text's parts are a few thousand words met again and again (o200k, Japanese: 30,139
-    # distinct pieces that are no token, 5,012 distinct parts).  Longer parts are merged.
+    # from the last one, reading characters as twos says): the parts' BPE in turn.  A part holds a whole
+    # character beside each cut it touches, so a part of 2 or 3 bytes between two cuts is one character (it
+    # starts with one of at least 2 bytes, and a 2-byte one and a byte cannot end at a cut, where a character
+    # of at least 2 bytes ends); but the first part of 3 bytes may be a byte and a 2-byte character (merge_cut
+    # clears its entry), and the last one a 2-byte character and a byte (tested here).  A part of one
+    # character is its cp_token id (sides) when that is the character's lone BPE.  A part of up to
+    # HOT_MAX_PIECE bytes goes through the scratch's table of recent pieces when this encoder owns it, keyed
+    # apart from pieces (part_key: a part equal to a token need not encode as that token, as a piece would); a
+    # CJK text's parts are a few thousand words met again and again (o200k, Japanese: 30,139 distinct pieces
+    # that are no token, 5,012 distinct parts).  Longer parts are merged.
     cdef Py_ssize_t a = 0, c, j, ln, got, last
     cdef uint32_t x
     cdef int rc
@@ -1127,17 +1162,17 @@ cdef int merge_parts(const Tables* vocab, const BpeOptions* opt, const uint8_t* 
     cdef HotEntry* hot = sc.hot if opt.hot_owner != NULL and sc.hot_owner == opt.hot_owner else NULL
     cdef HotEntry* he
     # at_x: the cp_token entry of the character a part starts with after a cut, or (the first part) of the
-    # one before the first cut: a part of 3 bytes is that one character.
+    # one before the first cut: a part of one character is that one.
     cdef uint32_t at_x = sides[0]
     while True:
         # Parts 0..last of this batch: part j ends at cuts[j], the last one at n unless more cuts follow.
         last = k - 1 if k == CHAR_CUTS_BATCH else k
         for j in range(last + 1):
             c = cuts[j] if j < k else n
-            ln = c - a
-            x = CP_NONE
-            if ln == 3:
-                x = at_x & CP_ID_MASK
+            ln = c - a                          # >= 2: a character of 2 bytes or more beside each cut
+            x = (at_x & CP_ID_MASK) if ln <= 3 else CP_NONE
+            if j == k and ln == 3 and (p[a] & 0xF0) != 0xE0:
+                x = CP_NONE                     # the last part: a 2-byte character and a byte (no cut ends it)
             if x < CP_SEVERAL:
                 rc = idvec_push(out, x)
             elif hot != NULL and ln <= HOT_MAX_PIECE:
@@ -1163,7 +1198,7 @@ cdef int merge_parts(const Tables* vocab, const BpeOptions* opt, const uint8_t* 
             at_x = sides[2 * j + 1]             # c < n: cut j < k, the character after it
             a = c
         # k == CHAR_CUTS_BATCH (else the last part ended at n): the cuts after a, the last one.
-        k = char_cuts(vocab, opt.char_bigrams, p, a, n, cuts, sides, CHAR_CUTS_BATCH)
+        k = char_cuts(vocab, opt.char_bigrams, p, a, n, cuts, sides, CHAR_CUTS_BATCH, twos)
 
 
 cdef inline bint long_store_owns(BpeScratch* sc, const Tables* vocab, const BpeOptions* opt) noexcept nogil:

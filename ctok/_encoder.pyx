@@ -23,11 +23,14 @@ from ctok._piece_cache cimport (PieceCache, CacheEntry, cache_get, cache_put, ca
 from ctok._bpe cimport (IdVec, BpeScratch, BpeOptions, BPE_OK, BPE_NOMEM, idvec_free, idvec_reserve, idvec_push, scratch_init,
                         scratch_free, bpe_encode_piece, bpe_merge_piece, utf8_len, HotEntry, HOT_BITS, HOT_MAX_PIECE,
                         HOT_MAX_IDS, scratch_hot, hot_index, hot_put, char_cuts,
-                        CHAR_CUTS_BATCH)
+                        CHAR_CUTS_BATCH, CUT_LEAD_TOKENS)
 from ctok._pretok cimport next_piece_end, next_piece_ends, PRETOK_WHOLE, PRETOK_ENDS_SLACK
 from cpython.pycapsule cimport PyCapsule_Destructor
 
 from ctok.errors import UnknownTokenError
+
+# Tests: a 2-byte lead's pieces are cut where fewer tokens than this hold its characters (_bpe.CUT_LEAD_TOKENS).
+CUT_LEAD_TOKENS_LIMIT = CUT_LEAD_TOKENS
 
 import os
 import sys
@@ -1059,8 +1062,12 @@ cdef class CoreEncoder:
         elif not char_level and self.vocab.t.cp_token != NULL and self._cuts_exact():
             # Regex pretokenizers leave CJK runs whole: cut them between characters no token holds side by
             # side (bpe_merge_piece, char_cuts).
-            self._char_cut_bits = self.vocab.char_bigrams()
+            self._char_cut_bits, lead_counts = self.vocab.char_pair_tables()
             self.state.opt.char_bigrams = <const uint8_t*>PyBytes_AS_STRING(self._char_cut_bits)
+            self.state.opt.cut_leads = 0
+            for i, count in enumerate(lead_counts):
+                if count < CUT_LEAD_TOKENS:
+                    self.state.opt.cut_leads |= <uint32_t>1 << i                # 2-byte lead 0xC0 + i
 
     cdef bint _cuts_exact(self) except -1:
         # Cutting pieces where no token holds the two bytes around the cut (encode_parts) gives the whole
@@ -1262,15 +1269,19 @@ cdef class CoreEncoder:
         one (EncoderState.cut_bits)."""
         return self.state.cut_bits != NULL
 
-    def _set_cuts(self, bint on):
-        """Tests: turn the cutting off (or back on where _cuts_exact allows it) to compare the two."""
+    def _set_cuts(self, bint on, leads=None):
+        """Tests: turn the cutting off (or back on where _cuts_exact allows it) to compare the two; leads: the
+        lead bytes whose pieces are looked at for cuts between characters, as a mask (BpeOptions.cut_leads;
+        all ones: every 2- and 3-byte lead, whatever the vocabulary's counts)."""
+        if leads is not None:
+            self.state.opt.cut_leads = <uint32_t>(leads & 0xFFFFFFFF)       # the 3-byte leads' are always set
         self.state.cut_bits = <const uint8_t*>PyBytes_AS_STRING(self._cut_bits) if on and self._cut_bits is not None else NULL
         self.state.opt.char_bigrams = (<const uint8_t*>PyBytes_AS_STRING(self._char_cut_bits)
                                        if on and self._char_cut_bits is not None else NULL)
 
-    def _char_cuts(self, bytes piece):
-        """Tests: the points char_cuts finds in `piece`, all of them (CHAR_CUTS_BATCH at a time); [] when
-        this encoder does not cut between characters."""
+    def _char_cuts(self, bytes piece, bint twos=True):
+        """Tests: the points char_cuts finds in `piece`, all of them (CHAR_CUTS_BATCH at a time), between 2- or
+        3-byte characters (twos False: 3-byte ones only); [] when this encoder does not cut between characters."""
         cdef Py_ssize_t cuts[CHAR_CUTS_BATCH]
         cdef uint32_t sides[2 * CHAR_CUTS_BATCH]
         cdef Py_ssize_t k, j, a = 0, n = len(piece)
@@ -1279,16 +1290,22 @@ cdef class CoreEncoder:
         if self.state.opt.char_bigrams == NULL or n == 0:
             return found
         while True:
-            k = char_cuts(self.state.tables, self.state.opt.char_bigrams, p, a, n, cuts, sides, CHAR_CUTS_BATCH)
+            k = char_cuts(self.state.tables, self.state.opt.char_bigrams, p, a, n, cuts, sides, CHAR_CUTS_BATCH, twos)
             found.extend(cuts[j] for j in range(k))
             if k < CHAR_CUTS_BATCH:
                 return found
             a = cuts[k - 1]
 
     @property
+    def cut_leads(self):
+        """The lead bytes whose pieces are looked at for cuts between characters, as a mask: bit b - 0xC0 for
+        the lead byte b, 0xC0-0xEF (BpeOptions.cut_leads, and every 3-byte lead)."""
+        return self.state.opt.cut_leads | (0xFFFF << 32)
+
+    @property
     def cuts_chars(self):
-        """True when pieces that are no token are cut between 3-byte characters that no token holds side by
-        side, and the parts merged one by one (BpeOptions.char_bigrams)."""
+        """True when pieces that are no token are cut between 2- or 3-byte characters that no token holds side
+        by side, and the parts merged one by one (BpeOptions.char_bigrams)."""
         return self.state.opt.char_bigrams != NULL
 
     @property

@@ -106,20 +106,40 @@ cdef enum:
 
 cdef enum:
     # Vocab.char_bigrams(): 2^19 bits (64 KB).  Bit char_bigram_bit(a, b) is set when some token's bytes hold
-    # the whole 3-byte characters a and b side by side (o200k: 11,756 bits set, 2.2%).  A clear bit: no merge
-    # can join a symbol ending in a to one starting with b (_bpe.char_cuts).  2^18 bits cut o200k's Japanese
-    # less often (collisions) and was no faster.
+    # the whole 2- or 3-byte characters a and b side by side (o200k: 16,157 bits set, 3.1%).  A clear bit: no
+    # merge can join a symbol ending in a to one starting with b (_bpe.char_cuts).  2^18 bits cut o200k's
+    # Japanese less often (collisions) and was no faster.
     CHAR_BIGRAM_BITS = 19
 
 cdef inline uint32_t char3_at(const uint8_t* p) noexcept nogil:
     # The code point of the 3-byte UTF-8 character at p[0:3] (readable): a lead byte 0xE0-0xEF and two
-    # continuation bytes, not overlong, no surrogate; else 0.  Vocab.char_bigrams reads tokens and
-    # _bpe.char_cuts reads text by this one rule, so a pair of characters found in text is one found in tokens.
+    # continuation bytes, not overlong, no surrogate; else 0.
     cdef uint32_t cp
     if ((p[0] & 0xF0) != 0xE0) | ((p[1] & 0xC0) != 0x80) | ((p[2] & 0xC0) != 0x80):
         return 0
     cp = ((<uint32_t>p[0] & 0x0F) << 12) | ((<uint32_t>p[1] & 0x3F) << 6) | (p[2] & 0x3F)
     return 0 if (cp < 0x800) | (cp - 0xD800 < 0x800) else cp
+
+cdef inline uint32_t char_at(const uint8_t* p, Py_ssize_t room, Py_ssize_t* length) noexcept nogil:
+    # The code point of the 2- or 3-byte UTF-8 character at p (room >= 1 bytes readable there), its length in
+    # *length: a lead byte 0xC2-0xDF and a continuation byte, or char3_at's three bytes.  Else 0 and *length
+    # untouched: ASCII, 4-byte characters (their code points do not fit the tables), stray or cut bytes.
+    # Vocab.char_bigrams reads tokens and _bpe.char_cuts reads text by this one rule, so a pair of characters
+    # found in text is one found in tokens.  A character consumes only its own continuation bytes (0x80-0xBF,
+    # never a lead byte), so reading a token from its start reaches every lead byte it holds.
+    cdef uint32_t b0 = p[0], cp
+    if (b0 & 0xF0) == 0xE0:                                 # 3-byte first: CJK text is where most cuts fall
+        if room >= 3:
+            cp = char3_at(p)                                # p[0:3] readable
+            if cp != 0:
+                length[0] = 3
+            return cp
+        return 0
+    if b0 - 0xC2 < 0x1E:                                    # 0xC2-0xDF (unsigned: below 0xC2 wraps around)
+        if room >= 2 and (p[1] & 0xC0) == 0x80:
+            length[0] = 2
+            return ((b0 & 0x1F) << 6) | (p[1] & 0x3F)      # 0x80-0x7FF: no overlong form starts 0xC2-0xDF
+    return 0
 
 
 cdef inline uint32_t char_bigram_bit(uint32_t a, uint32_t b) noexcept nogil:
@@ -203,6 +223,7 @@ cdef extern from "_pair_search.h" nogil:
     uint32_t ctok_count_below16(const uint32_t* p, uint32_t valid, uint32_t x)
     void ctok_pair_prefetch(const void* p)
     int __builtin_clz(unsigned int x)
+    int __builtin_ctz(unsigned int x)
 
 
 cdef extern from "_head_mask.h":

@@ -262,6 +262,11 @@ cdef void _keep_live_pairs(Vocab v) except *:
             v._hcount = fcount
 
 
+cdef inline uint32_t lowest_bit(uint32_t x) noexcept nogil:
+    # The index of x's lowest set bit (x != 0).  Outside the class: a name starting "__" inside it is mangled.
+    return <uint32_t>__builtin_ctz(x)
+
+
 cdef class Vocab:
     """Read-only native tables for one vocabulary.
 
@@ -758,41 +763,77 @@ cdef class Vocab:
                     bits[k >> 3] |= <uint8_t>(1 << (k & 7))          # k < 65,536: 8,192 bytes
         return out
 
-    def char_bigrams(self):
-        """(1 << CHAR_BIGRAM_BITS) / 8 bytes: bit char_bigram_bit(a, b) set when the bytes of some token,
-        ordinary or special, hold the whole 3-byte characters a and b side by side.  Each token is read as
-        UTF-8 text is: a lead byte 0xE0-0xEF and two continuation bytes, not overlong and no surrogate, is a
-        character (char3_at); any other byte is stepped over and ends the run.  Every character a text decodes
-        at a lead byte is decoded at that byte here too (a character consumes only its own continuation bytes)."""
+    def char_pair_tables(self):
+        """(bigrams, lead_counts), from one pass over the tokens, ordinary and special.
+
+        bigrams: (1 << CHAR_BIGRAM_BITS) / 8 bytes, bit char_bigram_bit(a, b) set when the bytes of some token
+        hold the whole 2- or 3-byte characters a and b side by side.  Each token is read as UTF-8 text is
+        (char_at): a valid 2- or 3-byte sequence is a character; any other byte is stepped over and ends the
+        run.  Every character a text decodes at a lead byte is decoded at that byte here too (a character
+        consumes only its own continuation bytes).
+
+        lead_counts: 32 counts, entry b - 0xC0 the number of tokens holding a 2-byte character whose lead byte
+        is b: how much of the vocabulary a script takes (the encoder cuts between 2-byte characters of a lead
+        few tokens hold: _bpe.CUT_LEAD_TOKENS)."""
         cdef Py_ssize_t size = (1 << CHAR_BIGRAM_BITS) // 8
         cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
         cdef uint8_t* bits = <uint8_t*>PyBytes_AS_STRING(out)
-        cdef Py_ssize_t i, j, ln
+        cdef uint32_t counts[32]
+        cdef Py_ssize_t i, j, ln, step = 0
         cdef const uint8_t* b
-        cdef uint32_t cp, prev, k
+        cdef uint32_t cp, prev = 0, k, seen, v, v2
+        cdef uint64_t w
         cdef bint have
         memset(bits, 0, size)
+        memset(counts, 0, sizeof(counts))
         with nogil:
             for i in range(self.t.n_ids):
                 b = self.t.blob + self.t.offsets[i]
                 ln = <Py_ssize_t>(self.t.offsets[i + 1] - self.t.offsets[i])
-                if ln < 6:
-                    continue                                # room for no two such characters
+                if ln < 2:
+                    continue
+                if ln < 8:
+                    # Most tokens are short and ASCII: ruled out by at most two loads.
+                    if ln >= 4:
+                        memcpy(&v, b, 4)
+                        memcpy(&v2, b + ln - 4, 4)          # both inside b[0:ln]
+                        v |= v2
+                    else:
+                        v = b[0] | b[1] | b[ln - 1]
+                    if (v & <uint32_t>0x80808080) == 0:
+                        continue
                 j = 0
                 have = False
-                while j + 3 <= ln:
-                    cp = char3_at(b + j)                    # j + 3 <= ln
+                seen = 0
+                while j + 2 <= ln:
+                    if j + 8 <= ln:
+                        memcpy(&w, b + j, 8)                # j + 8 <= ln
+                        if (w & 0x8080808080808080ULL) == 0:
+                            have = False                    # eight ASCII bytes: no character, and a run ends
+                            j += 8
+                            continue
+                    cp = char_at(b + j, ln - j, &step)      # j < ln
                     if cp == 0:
                         have = False
                         j += 1
                         continue
+                    if step == 2:
+                        seen |= <uint32_t>1 << (b[j] - 0xC0)                # a 2-byte lead: 0xC2-0xDF
                     if have:
                         k = char_bigram_bit(prev, cp)
                         bits[k >> 3] |= <uint8_t>(1 << (k & 7))        # k < 1 << CHAR_BIGRAM_BITS
                     prev = cp
                     have = True
-                    j += 3
-        return out
+                    j += step
+                while seen != 0:
+                    k = lowest_bit(seen)                    # < 32
+                    counts[k] += 1
+                    seen &= seen - 1
+        return out, [counts[j] for j in range(32)]
+
+    def char_bigrams(self):
+        """char_pair_tables()'s bit set."""
+        return self.char_pair_tables()[0]
 
     @staticmethod
     def _char_bigram_bit(uint32_t a, uint32_t b):

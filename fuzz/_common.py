@@ -40,15 +40,20 @@ FRAGMENTS = [
 
 
 # CJK letters and their neighbours (Han at a stride, kana, Hangul, Thai, Devanagari, CJK punctuation and
-# full-width forms): runs of them are whole pieces, cut between characters no token holds side by side.
+# full-width forms) and letters of 2-byte scripts (Latin Extended, Greek, Cyrillic, Armenian, Hebrew and Arabic
+# with their marks): runs of them are whole pieces, cut between characters no token holds side by side.
 CJK_POOL = ([chr(c) for c in range(0x4E00, 0xA000, 7)] + [chr(c) for c in range(0x3041, 0x3100)]
             + [chr(c) for c in range(0xAC00, 0xD7A4, 29)] + [chr(c) for c in range(0x0E01, 0x0E5C)]
             + [chr(c) for c in range(0x0900, 0x0980)] + [chr(c) for c in range(0x3000, 0x3040)]
-            + [chr(c) for c in range(0xFF01, 0xFF5F)] + ["a", " ", "1", "\n", "\u200d", "\U0001F600", "é"])
+            + [chr(c) for c in range(0xFF01, 0xFF5F)] + ["a", " ", "1", "\n", "\u200d", "\U0001F600", "é"]
+            + [chr(c) for c in range(0x0100, 0x0180)] + [chr(c) for c in range(0x0370, 0x0530)]
+            + [chr(c) for c in range(0x0531, 0x0588)] + [chr(c) for c in range(0x05B0, 0x05F0)]
+            + [chr(c) for c in range(0x0620, 0x0660)] + ["b", "Z"])
 
 
 def cjk_text(fdp, max_chars=300):
-    """A run of CJK_POOL characters picked by the fuzzer's bytes, nearby characters more often than not."""
+    """A run of CJK_POOL characters picked by the fuzzer's bytes, nearby characters more often than not
+    (so runs stay within a script)."""
     out = []
     at = fdp.ConsumeIntInRange(0, len(CJK_POOL) - 1)
     for _ in range(fdp.ConsumeIntInRange(1, max_chars)):

@@ -9,9 +9,9 @@ Each input picks an embedded encoding (o200k_base, cl100k_base) and a mode:
   3     arbitrary bytes (not necessarily UTF-8) straight to the native encoder: valid ids, and the ids decode
         back to exactly those bytes (byte-level BPE is lossless);
   4     a batch of texts on two threads equals tiktoken per text;
-  5     CJK text (_common.cjk_text: pieces cut between characters), the checks of mode 0;
-  6     CJK bytes with stray bytes inserted, to the native encoder: equal to a core over the same vocabulary
-        that neither cuts nor caches.
+  5     CJK and 2-byte script text (_common.cjk_text: pieces cut between characters), the checks of mode 0;
+  6     the same as bytes with stray bytes inserted, to the native encoder and to a core that cuts pieces of
+        every lead byte: equal to a core over the same vocabulary that neither cuts nor caches.
 
     python fuzz/fuzz_encode.py -runs=1000000 -max_len=8192 [corpus_dir]
 """
@@ -38,7 +38,9 @@ def setup():
         enc = ctok.get_encoding(name)
         bare = CoreEncoder(pretok_kind=enc._core.pretok_kind, vocab=enc._core.vocab, piece_cache_bytes=0)
         bare._set_cuts(False)
-        ENCODINGS.append((name, enc, ref, bare))
+        every = CoreEncoder(pretok_kind=enc._core.pretok_kind, vocab=enc._core.vocab)
+        every._set_cuts(True, leads=(1 << 48) - 1)      # every 2- and 3-byte lead's pieces looked at for cuts
+        ENCODINGS.append((name, enc, ref, bare, every))
 
 
 def check_text(enc, ref, text):
@@ -68,7 +70,7 @@ def check_text(enc, ref, text):
 
 def test_one_input(data):
     fdp = atheris.FuzzedDataProvider(data)
-    name, enc, ref, bare = ENCODINGS[fdp.ConsumeIntInRange(0, len(ENCODINGS) - 1)]
+    name, enc, ref, bare, every = ENCODINGS[fdp.ConsumeIntInRange(0, len(ENCODINGS) - 1)]
     mode = fdp.ConsumeIntInRange(0, 6)
     if mode == 0:
         check_text(enc, ref, fdp.ConsumeUnicode(fdp.remaining_bytes()))
@@ -92,7 +94,9 @@ def test_one_input(data):
         for _ in range(fdp.ConsumeIntInRange(0, 4)):
             raw.insert(fdp.ConsumeIntInRange(0, len(raw)), fdp.ConsumeIntInRange(0x80, 0xFF))
         raw = bytes(raw)
-        assert enc._core.encode_ordinary(raw) == bare.encode_ordinary(raw), ("cjk bytes", name, raw)
+        want = bare.encode_ordinary(raw)
+        assert enc._core.encode_ordinary(raw) == want, ("cjk bytes", name, raw)
+        assert every.encode_ordinary(raw) == want, ("cjk bytes, every lead cut", name, raw)
 
 
 if __name__ == "__main__":
