@@ -163,6 +163,9 @@ cdef int bpe_merge_piece(const Tables* vocab, const BpeOptions* opt, const uint8
 # twos False: between 3-byte characters only.  vocab.cp_token must not be NULL.
 cdef Py_ssize_t char_cuts(const Tables* vocab, const uint8_t* bigrams, const uint8_t* p, Py_ssize_t i,
                           Py_ssize_t n, Py_ssize_t* cuts, uint32_t* sides, Py_ssize_t cap, bint twos) noexcept nogil
+# How merge_cut looks at a piece s[0:n] (n >= 4) for cuts, under BpeOptions.cut_leads: 0 not at all, a 2-byte lead
+# byte (0xC2-0xDF) between 2- and 3-byte characters, a 3-byte one (0xE0-0xEF) between 3-byte characters only.
+cdef uint32_t piece_cut_lead(const uint8_t* s, Py_ssize_t n, uint32_t leads) noexcept nogil
 
 cdef inline Py_ssize_t utf8_len(uint8_t lead) noexcept nogil:
     # Length of the UTF-8 sequence a lead byte announces; 1 for continuation/invalid bytes so that

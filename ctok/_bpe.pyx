@@ -47,8 +47,13 @@ cdef extern from *:
     static inline uint64_t ctok_lead23_mask(uint64_t w) {
         return w & (w << 1) & ~((w << 2) & (w << 3)) & 0x8080808080808080ULL;
     }
+    /* The same for the bytes 0xE0-0xEF (bits 7, 6 and 5 set, bit 4 clear): 3-byte leads. */
+    static inline uint64_t ctok_lead3_mask(uint64_t w) {
+        return w & (w << 1) & (w << 2) & ~(w << 3) & 0x8080808080808080ULL;
+    }
     """
     uint64_t ctok_lead23_mask(uint64_t w) nogil
+    uint64_t ctok_lead3_mask(uint64_t w) nogil
     int __builtin_ctzll(unsigned long long x) nogil
 
 
@@ -1085,36 +1090,48 @@ cdef int bpe_merge_piece(const Tables* vocab, const BpeOptions* opt, const uint8
     return rc
 
 
+cdef inline uint32_t lead_in(uint64_t w, const uint8_t* at, uint32_t leads, bint* passed) noexcept nogil:
+    # cut_lead's test of one word w of bytes (at[k] is byte k of w): its first lead byte when that leads a 3-byte
+    # character or its bit is in leads; once a 2-byte lead without its bit was met (passed), a 3-byte lead
+    # anywhere (0xE0: the walk over 3-byte characters); else 0.
+    cdef uint64_t m = ctok_lead23_mask(w)
+    cdef uint32_t b
+    if m != 0 and not passed[0]:
+        b = at[__builtin_ctzll(m) >> 3]                 # a byte of the word
+        if b >= 0xE0 or (leads >> (b - 0xC0)) & 1:      # 0xC0 <= b <= 0xEF
+            return b
+        passed[0] = True
+    return 0xE0 if ctok_lead3_mask(w) != 0 else 0
+
+
 cdef inline uint32_t cut_lead(const uint8_t* s, Py_ssize_t n, uint32_t leads) noexcept nogil:
-    # The first byte of s[0:n] (n >= 4) that leads a 2- or 3-byte character (0xC0-0xEF), when it leads a 3-byte
-    # one or its bit is in leads (BpeOptions.cut_leads); else 0: eight bytes a step.  Pieces of ASCII and emoji
-    # skip char_cuts' walk, and so do those of a script the vocabulary holds most pairs of (a piece is mostly
-    # one script: its first lead decides).
-    cdef uint64_t w, m
+    # Whether and how char_cuts looks at s[0:n] (n >= 4): the first byte that leads a 2- or 3-byte character
+    # (0xC0-0xEF) when it leads a 3-byte one or its bit is in leads (BpeOptions.cut_leads: the walk over both
+    # kinds for a 2-byte lead); else 0xE0 when a 3-byte lead follows (the walk over 3-byte characters); else 0.
+    # Eight bytes a step.  Pieces of ASCII and emoji skip the walk, and so do those of a script the vocabulary
+    # holds most pairs of, unless CJK follows.
+    cdef uint64_t w
     cdef Py_ssize_t j = 0
-    cdef uint32_t v, b
+    cdef uint32_t got
+    cdef uint8_t both[8]
+    cdef bint passed = False
     if n < 8:
-        memcpy(&v, s, 4)
-        w = <uint64_t>v
-        memcpy(&v, s + n - 4, 4)                        # n >= 4: both loads inside s[0:n]
-        w |= <uint64_t>v << 32
-        m = ctok_lead23_mask(w)
-        if m == 0:
-            return 0
-        j = __builtin_ctzll(m) >> 3                     # byte j of w: s[j], or s[n - 8 + j] from the second load
-        b = s[j] if j < 4 else s[n - 8 + j]
-        return b if b >= 0xE0 or (leads >> (b - 0xC0)) & 1 else 0     # 0xC0 <= b <= 0xEF
+        memcpy(both, s, 4)
+        memcpy(both + 4, s + n - 4, 4)                  # n >= 4: both loads inside s[0:n]
+        memcpy(&w, both, 8)
+        return lead_in(w, both, leads, &passed)
     while True:
         if j + 8 > n:
             j = n - 8                                   # n >= 8: the last word, overlapping
         memcpy(&w, s + j, 8)                            # j + 8 <= n
-        m = ctok_lead23_mask(w)
-        if m != 0:
-            b = s[j + (__builtin_ctzll(m) >> 3)]         # inside the word read
-            return b if b >= 0xE0 or (leads >> (b - 0xC0)) & 1 else 0     # 0xC0 <= b <= 0xEF
-        if j + 8 >= n:
-            return 0
+        got = lead_in(w, s + j, leads, &passed)
+        if got != 0 or j + 8 >= n:
+            return got
         j += 8
+
+
+cdef uint32_t piece_cut_lead(const uint8_t* s, Py_ssize_t n, uint32_t leads) noexcept nogil:
+    return cut_lead(s, n, leads)
 
 
 cdef int merge_cut(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n, IdVec* out,

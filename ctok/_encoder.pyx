@@ -23,7 +23,7 @@ from ctok._piece_cache cimport (PieceCache, CacheEntry, cache_get, cache_put, ca
 from ctok._bpe cimport (IdVec, BpeScratch, BpeOptions, BPE_OK, BPE_NOMEM, idvec_free, idvec_reserve, idvec_push, scratch_init,
                         scratch_free, bpe_encode_piece, bpe_merge_piece, utf8_len, HotEntry, HOT_BITS, HOT_MAX_PIECE,
                         HOT_MAX_IDS, scratch_hot, hot_index, hot_put, char_cuts,
-                        CHAR_CUTS_BATCH, CUT_LEAD_TOKENS)
+                        CHAR_CUTS_BATCH, CUT_LEAD_TOKENS, piece_cut_lead)
 from ctok._pretok cimport next_piece_end, next_piece_ends, PRETOK_WHOLE, PRETOK_ENDS_SLACK
 from cpython.pycapsule cimport PyCapsule_Destructor
 
@@ -1295,6 +1295,13 @@ cdef class CoreEncoder:
             if k < CHAR_CUTS_BATCH:
                 return found
             a = cuts[k - 1]
+
+    def _cut_lead(self, bytes piece):
+        """Tests: how a piece that is no token is looked at for cuts between characters (_bpe.piece_cut_lead): 0
+        not at all, a 2-byte lead byte between 2- and 3-byte characters, a 3-byte one between 3-byte ones."""
+        if len(piece) < 4:
+            return 0
+        return piece_cut_lead(<const uint8_t*>PyBytes_AS_STRING(piece), len(piece), self.state.opt.cut_leads)
 
     @property
     def cut_leads(self):

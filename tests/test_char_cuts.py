@@ -328,6 +328,23 @@ def test_lead_counts_and_the_leads_cut(rank_family):
         assert bool(mask >> (b - 0xC0) & 1) == want, hex(b)
 
 
+def test_which_pieces_are_looked_at():
+    # The first lead byte decides: a 3-byte one, or a 2-byte one whose bit is set, as it is; a 2-byte one whose
+    # bit is clear, a 3-byte one after it (the walk over 3-byte characters) or none.
+    enc = ctok.get_encoding("o200k_base")
+    core = enc._core
+    on = [b for b in range(0xC2, 0xE0) if core.cut_leads >> (b - 0xC0) & 1]
+    off = [b for b in range(0xC2, 0xE0) if not core.cut_leads >> (b - 0xC0) & 1]
+    assert on and off                                   # o200k holds many Cyrillic tokens, few of some leads
+    c_off = bytes([off[0], 0x80]).decode()              # a character of a lead whose bit is clear
+    c_on = bytes([on[0], 0x80]).decode()
+    for text, want in [("abcdefgh", 0), ("ab\U0001F600cd", 0), ("日本語の", 0xE6), ("ab日本", 0xE6),
+                       (c_on * 3, on[0]), ("abcdefghij" + c_on * 2, on[0]), (c_off * 3, 0), (c_off + "本日", 0xE0),
+                       (c_off + "abcdefghijk本", 0xE0), (c_off * 6 + "日", 0xE0), (c_off + c_on * 3, 0),
+                       ("本" + c_off * 3, 0xE6)]:
+        assert core._cut_lead(text.encode()) == want, (text, want)
+
+
 def test_parts_of_one_character_beside_a_byte():
     # Every point between the Cyrillic letters is a cut (no token joins them), so a piece's first part can be a
     # byte and a 2-byte character (3 bytes, as one 3-byte character is) and its last one a 2-byte character and
