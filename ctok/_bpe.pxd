@@ -18,10 +18,12 @@ cdef struct BpeOptions:
     # the vocabulary holds few tokens of that lead (CUT_LEAD_TOKENS); a 3-byte lead's pieces always are.  (In
     # the padding before the pointers: the struct keeps its size.)
     uint32_t cut_leads
+    # char_bigrams' size: char_bigram_bit's shift (Vocab.char_pair_tables).
+    uint32_t char_bigram_shift
     # char_level: char_token[cp] = the token of the BMP character cp alone, or NO_ID (what a lookup of its
     # UTF-8 gives), so that first symbols take an array read instead of a hash lookup.  NULL: look up.
     const uint32_t* char_token
-    # Vocab.char_bigrams(): pieces are merged in parts cut between 2- or 3-byte characters no token holds side
+    # Vocab.char_pair_tables(): pieces are merged in parts cut between 2- or 3-byte characters no token holds side
     # by side (char_cuts).  NULL: whole.
     const uint8_t* char_bigrams
     # The owner (CoreEncoder's EncoderState) under which a scratch's table of recent pieces (BpeScratch.hot)
@@ -158,10 +160,10 @@ cdef int bpe_encode_piece(const Tables* vocab, const BpeOptions* opt, const uint
 cdef int bpe_merge_piece(const Tables* vocab, const BpeOptions* opt, const uint8_t* s, Py_ssize_t n,
                          IdVec* out, BpeScratch* scratch) noexcept nogil
 
-# The points after i in p[0:n] between two 2- or 3-byte characters across which no merge can join (bigrams:
-# Vocab.char_bigrams), at most cap of them, into cuts (the characters beside each in sides); their number.
+# The points after i in p[0:n] between two 2- or 3-byte characters across which no merge can join (opt's
+# char_bigrams), at most cap of them, into cuts (the characters beside each in sides); their number.
 # twos False: between 3-byte characters only.  vocab.cp_token must not be NULL.
-cdef Py_ssize_t char_cuts(const Tables* vocab, const uint8_t* bigrams, const uint8_t* p, Py_ssize_t i,
+cdef Py_ssize_t char_cuts(const Tables* vocab, const BpeOptions* opt, const uint8_t* p, Py_ssize_t i,
                           Py_ssize_t n, Py_ssize_t* cuts, uint32_t* sides, Py_ssize_t cap, bint twos) noexcept nogil
 # How merge_cut looks at a piece s[0:n] (n >= 4) for cuts, under BpeOptions.cut_leads: 0 not at all, a 2-byte lead
 # byte (0xC2-0xDF) between 2- and 3-byte characters, a 3-byte one (0xE0-0xEF) between 3-byte characters only.

@@ -360,16 +360,16 @@ cdef inline bint seam_ok(const uint8_t* bits, const uint8_t* s, Py_ssize_t n, Py
     return True
 
 
-cdef Py_ssize_t char_cuts(const Tables* vocab, const uint8_t* bigrams, const uint8_t* p, Py_ssize_t i,
+cdef Py_ssize_t char_cuts(const Tables* vocab, const BpeOptions* opt, const uint8_t* p, Py_ssize_t i,
                           Py_ssize_t n, Py_ssize_t* cuts, uint32_t* sides, Py_ssize_t cap, bint twos) noexcept nogil:
     # cuts_walk with twos a constant in each call, so that each is a loop of its own.
     if twos:
-        return cuts_walk(vocab, bigrams, p, i, n, cuts, sides, cap, True)
-    return cuts_walk(vocab, bigrams, p, i, n, cuts, sides, cap, False)
+        return cuts_walk(vocab, opt.char_bigrams, opt.char_bigram_shift, p, i, n, cuts, sides, cap, True)
+    return cuts_walk(vocab, opt.char_bigrams, opt.char_bigram_shift, p, i, n, cuts, sides, cap, False)
 
 
-cdef inline Py_ssize_t cuts_walk(const Tables* vocab, const uint8_t* bigrams, const uint8_t* p, Py_ssize_t i,
-                                 Py_ssize_t n, Py_ssize_t* cuts, uint32_t* sides, Py_ssize_t cap,
+cdef inline Py_ssize_t cuts_walk(const Tables* vocab, const uint8_t* bigrams, uint32_t shift, const uint8_t* p,
+                                 Py_ssize_t i, Py_ssize_t n, Py_ssize_t* cuts, uint32_t* sides, Py_ssize_t cap,
                                  bint twos) noexcept nogil:
     # The points after i (0 <= i < n) between two 2- or 3-byte characters of p[0:n] where no token spans the
     # boundary, in order, into cuts[0:k]; returns k, and stops at cap (cap >= 1: the caller goes on from
@@ -399,7 +399,7 @@ cdef inline Py_ssize_t cuts_walk(const Tables* vocab, const uint8_t* bigrams, co
             i += 1
             continue
         x = cp_token[cp]                                                # cp < 0x10000
-        cut = held & (bit_at(bigrams, char_bigram_bit(prev_cp, cp)) ^ 1)    # < 1 << CHAR_BIGRAM_BITS
+        cut = held & (bit_at(bigrams, char_bigram_bit(prev_cp, cp, shift)) ^ 1)     # the set's size
         risky = (((prev_x & CP_SUFFIX_RISK) != 0) | ((x & CP_PREFIX_RISK) != 0)
                  | ((prev_x & CP_ID_MASK) == CP_NONE) | ((x & CP_ID_MASK) == CP_NONE))
         # seam_ok's first test (no token of the kinds it looks for meets these two bytes) folded in: most
@@ -1144,7 +1144,7 @@ cdef int merge_cut(const Tables* vocab, const BpeOptions* opt, const uint8_t* s,
     if opt.char_bigrams != NULL and n >= 4:
         lead = cut_lead(s, n, opt.cut_leads)
         if lead != 0:
-            k = char_cuts(vocab, opt.char_bigrams, s, 0, n, cuts, sides, CHAR_CUTS_BATCH, lead < 0xE0)
+            k = char_cuts(vocab, opt, s, 0, n, cuts, sides, CHAR_CUTS_BATCH, lead < 0xE0)
             if k > 0:
                 if cuts[0] == 3 and (s[1] & 0xC0) != 0x80:
                     sides[0] = CP_NONE          # s[0:3] is a byte and a 2-byte character, not one character
@@ -1215,7 +1215,7 @@ cdef int merge_parts(const Tables* vocab, const BpeOptions* opt, const uint8_t* 
             at_x = sides[2 * j + 1]             # c < n: cut j < k, the character after it
             a = c
         # k == CHAR_CUTS_BATCH (else the last part ended at n): the cuts after a, the last one.
-        k = char_cuts(vocab, opt.char_bigrams, p, a, n, cuts, sides, CHAR_CUTS_BATCH, twos)
+        k = char_cuts(vocab, opt, p, a, n, cuts, sides, CHAR_CUTS_BATCH, twos)
 
 
 cdef inline bint long_store_owns(BpeScratch* sc, const Tables* vocab, const BpeOptions* opt) noexcept nogil:

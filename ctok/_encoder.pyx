@@ -1062,8 +1062,9 @@ cdef class CoreEncoder:
         elif not char_level and self.vocab.t.cp_token != NULL and self._cuts_exact():
             # Regex pretokenizers leave CJK runs whole: cut them between characters no token holds side by
             # side (bpe_merge_piece, char_cuts).
-            self._char_cut_bits, lead_counts = self.vocab.char_pair_tables()
+            self._char_cut_bits, shift, lead_counts = self.vocab.char_pair_tables()
             self.state.opt.char_bigrams = <const uint8_t*>PyBytes_AS_STRING(self._char_cut_bits)
+            self.state.opt.char_bigram_shift = shift
             self.state.opt.cut_leads = 0
             for i, count in enumerate(lead_counts):
                 if count < CUT_LEAD_TOKENS:
@@ -1290,7 +1291,7 @@ cdef class CoreEncoder:
         if self.state.opt.char_bigrams == NULL or n == 0:
             return found
         while True:
-            k = char_cuts(self.state.tables, self.state.opt.char_bigrams, p, a, n, cuts, sides, CHAR_CUTS_BATCH, twos)
+            k = char_cuts(self.state.tables, &self.state.opt, p, a, n, cuts, sides, CHAR_CUTS_BATCH, twos)
             found.extend(cuts[j] for j in range(k))
             if k < CHAR_CUTS_BATCH:
                 return found

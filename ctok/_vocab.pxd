@@ -105,11 +105,15 @@ cdef enum:
     CHAR_PAIR_BITS = 18
 
 cdef enum:
-    # Vocab.char_bigrams(): 2^19 bits (64 KB).  Bit char_bigram_bit(a, b) is set when some token's bytes hold
-    # the whole 2- or 3-byte characters a and b side by side (o200k: 16,157 bits set, 3.1%).  A clear bit: no
-    # merge can join a symbol ending in a to one starting with b (_bpe.char_cuts).  2^18 bits cut o200k's
-    # Japanese less often (collisions) and was no faster.
-    CHAR_BIGRAM_BITS = 19
+    # Vocab.char_pair_tables(): a bit set of 2^19 to 2^21 bits.  Bit char_bigram_bit(a, b, shift) is set when
+    # some token's bytes hold the whole 2- or 3-byte characters a and b side by side.  A clear bit: no merge can
+    # join a symbol ending in a to one starting with b (_bpe.char_cuts).  The set takes at least
+    # CHAR_BIGRAM_SPARSE bits per pair set, up to 2^21 bits: o200k's 16,157 pairs take 2^19 bits (64 KB; 2^18
+    # cut its Japanese less often through collisions and was no faster), Kimi K2's 50,402 take 2^21 (256 KB: at
+    # 2^19, collisions kept 8% of the points between its Chinese and Japanese characters from cutting).
+    CHAR_BIGRAM_MIN_BITS = 19
+    CHAR_BIGRAM_MAX_BITS = 21
+    CHAR_BIGRAM_SPARSE = 32
 
 cdef inline uint32_t char3_at(const uint8_t* p) noexcept nogil:
     # The code point of the 3-byte UTF-8 character at p[0:3] (readable): a lead byte 0xE0-0xEF and two
@@ -142,9 +146,10 @@ cdef inline uint32_t char_at(const uint8_t* p, Py_ssize_t room, Py_ssize_t* leng
     return 0
 
 
-cdef inline uint32_t char_bigram_bit(uint32_t a, uint32_t b) noexcept nogil:
-    # Code points a, b < 0x10000: the key's 32 bits, their product's top bits.
-    return <uint32_t>(((a << 16) | b) * <uint32_t>0x9E3779B1) >> (32 - CHAR_BIGRAM_BITS)
+cdef inline uint32_t char_bigram_bit(uint32_t a, uint32_t b, uint32_t shift) noexcept nogil:
+    # Code points a, b < 0x10000: the key's 32 bits, their product's top 32 - shift bits (the set's size: a bit
+    # of the set of 2^(32 - shift) bits).
+    return <uint32_t>(((a << 16) | b) * <uint32_t>0x9E3779B1) >> shift
 
 cdef enum:
     # Tables.seam_bits: a bit set of SEAM_BITS bits indexed by seam_index(...) of the byte contexts in
@@ -224,6 +229,7 @@ cdef extern from "_pair_search.h" nogil:
     void ctok_pair_prefetch(const void* p)
     int __builtin_clz(unsigned int x)
     int __builtin_ctz(unsigned int x)
+    int __builtin_ctzll(unsigned long long x)
 
 
 cdef extern from "_head_mask.h":

@@ -262,9 +262,22 @@ cdef void _keep_live_pairs(Vocab v) except *:
             v._hcount = fcount
 
 
+cdef inline Py_ssize_t popcount64(uint64_t x) noexcept nogil:
+    # The set bits of a word (no popcount instruction in the x86-64 baseline: the builtin becomes a call).
+    x = x - ((x >> 1) & 0x5555555555555555ULL)
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL)
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL
+    return <Py_ssize_t>((x * 0x0101010101010101ULL) >> 56)
+
+
 cdef inline uint32_t lowest_bit(uint32_t x) noexcept nogil:
     # The index of x's lowest set bit (x != 0).  Outside the class: a name starting "__" inside it is mangled.
     return <uint32_t>__builtin_ctz(x)
+
+
+cdef inline uint32_t lowest_bit64(uint64_t x) noexcept nogil:
+    # The same for a word (x != 0).
+    return <uint32_t>__builtin_ctzll(x)
 
 
 cdef class Vocab:
@@ -764,10 +777,11 @@ cdef class Vocab:
         return out
 
     def char_pair_tables(self):
-        """(bigrams, lead_counts), from one pass over the tokens, ordinary and special.
+        """(bigrams, shift, lead_counts), from one pass over the tokens, ordinary and special.
 
-        bigrams: (1 << CHAR_BIGRAM_BITS) / 8 bytes, bit char_bigram_bit(a, b) set when the bytes of some token
-        hold the whole 2- or 3-byte characters a and b side by side.  Each token is read as UTF-8 text is
+        bigrams: 2^(32 - shift) bits (CHAR_BIGRAM_MIN_BITS to CHAR_BIGRAM_MAX_BITS of them, at least
+        CHAR_BIGRAM_SPARSE per bit set where the largest size allows), bit char_bigram_bit(a, b, shift) set when
+        the bytes of some token hold the whole 2- or 3-byte characters a and b side by side.  Each token is read as UTF-8 text is
         (char_at): a valid 2- or 3-byte sequence is a character; any other byte is stepped over and ends the
         run.  Every character a text decodes at a lead byte is decoded at that byte here too (a character
         consumes only its own continuation bytes).
@@ -775,9 +789,12 @@ cdef class Vocab:
         lead_counts: 32 counts, entry b - 0xC0 the number of tokens holding a 2-byte character whose lead byte
         is b: how much of the vocabulary a script takes (the encoder cuts between 2-byte characters of a lead
         few tokens hold: _bpe.CUT_LEAD_TOKENS)."""
-        cdef Py_ssize_t size = (1 << CHAR_BIGRAM_BITS) // 8
-        cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
-        cdef uint8_t* bits = <uint8_t*>PyBytes_AS_STRING(out)
+        cdef Py_ssize_t size = (1 << CHAR_BIGRAM_MAX_BITS) // 8, small, set_bits = 0
+        cdef bytes full = PyBytes_FromStringAndSize(NULL, size)
+        cdef bytes out
+        cdef uint8_t* bits = <uint8_t*>PyBytes_AS_STRING(full)
+        cdef uint8_t* folded
+        cdef uint32_t log2 = CHAR_BIGRAM_MIN_BITS, d
         cdef uint32_t counts[32]
         cdef Py_ssize_t i, j, ln, step = 0
         cdef const uint8_t* b
@@ -820,8 +837,8 @@ cdef class Vocab:
                     if step == 2:
                         seen |= <uint32_t>1 << (b[j] - 0xC0)                # a 2-byte lead: 0xC2-0xDF
                     if have:
-                        k = char_bigram_bit(prev, cp)
-                        bits[k >> 3] |= <uint8_t>(1 << (k & 7))        # k < 1 << CHAR_BIGRAM_BITS
+                        k = char_bigram_bit(prev, cp, 32 - CHAR_BIGRAM_MAX_BITS)
+                        bits[k >> 3] |= <uint8_t>(1 << (k & 7))        # k < 1 << CHAR_BIGRAM_MAX_BITS
                     prev = cp
                     have = True
                     j += step
@@ -829,16 +846,38 @@ cdef class Vocab:
                     k = lowest_bit(seen)                    # < 32
                     counts[k] += 1
                     seen &= seen - 1
-        return out, [counts[j] for j in range(32)]
+            # The size: the smallest that keeps CHAR_BIGRAM_SPARSE bits a pair, the set folded down to it (bit
+            # j of the largest set is bit j >> d of one 2^d times smaller, as char_bigram_bit's top bits are).
+            for i in range(0, size, 8):
+                memcpy(&w, bits + i, 8)                     # size is a multiple of 8
+                set_bits += popcount64(w)
+            while log2 < CHAR_BIGRAM_MAX_BITS and set_bits * CHAR_BIGRAM_SPARSE > (<Py_ssize_t>1 << log2):
+                log2 += 1
+        if log2 == CHAR_BIGRAM_MAX_BITS:
+            return full, 32 - log2, [counts[j] for j in range(32)]
+        small = (<Py_ssize_t>1 << log2) // 8
+        out = PyBytes_FromStringAndSize(NULL, small)
+        folded = <uint8_t*>PyBytes_AS_STRING(out)
+        memset(folded, 0, small)
+        d = CHAR_BIGRAM_MAX_BITS - log2
+        with nogil:
+            for i in range(0, size, 8):
+                memcpy(&w, bits + i, 8)                     # size is a multiple of 8
+                while w != 0:
+                    j = <Py_ssize_t>lowest_bit64(w)
+                    k = <uint32_t>((8 * i + j) >> d)                    # < 1 << log2
+                    folded[k >> 3] |= <uint8_t>(1 << (k & 7))
+                    w &= w - 1
+        return out, 32 - log2, [counts[j] for j in range(32)]
 
     def char_bigrams(self):
         """char_pair_tables()'s bit set."""
         return self.char_pair_tables()[0]
 
     @staticmethod
-    def _char_bigram_bit(uint32_t a, uint32_t b):
-        """Tests: the bit of the pair of code points (a, b) in char_bigrams()."""
-        return char_bigram_bit(a, b)
+    def _char_bigram_bit(uint32_t a, uint32_t b, uint32_t shift):
+        """Tests: the bit of the pair of code points (a, b) in char_pair_tables()'s set, given its shift."""
+        return char_bigram_bit(a, b, shift)
 
     def ordinary_count(self):
         """The number of ordinary (encodable) token ids."""
