@@ -71,7 +71,7 @@ cdef enum:
     HOT_PART = 0x80             # in a key's length byte: a part of a piece (merge_parts), not a piece
     CHAR_CUTS_BATCH = 32        # char_cuts found at a time (a piece with more is cut in several rounds)
     # Pieces of a 2-byte lead byte are cut where fewer tokens than this hold a character of that lead
-    # (Vocab.lead_token_counts).  Measured (the merges of a file's distinct pieces that are no token, cuts on
+    # (Vocab.char_pair_tables).  Measured (the merges of a file's distinct pieces that are no token, cuts on
     # against off; tokens for the two leads in brackets): cl100k's Arabic (68 and 48 for D8 and D9) 0.67x the
     # time, its Russian (675 and 465 for D0 and D1) 0.85x, Kimi K2's Arabic (835, 676) 0.87x, its Russian
     # (1,940, 1,427) 1.00x, o200k's Arabic (7,006, 6,337) 0.96x, Llama 3's Arabic (3,302, 2,830) 1.05x, o200k's

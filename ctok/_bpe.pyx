@@ -1146,8 +1146,6 @@ cdef int merge_cut(const Tables* vocab, const BpeOptions* opt, const uint8_t* s,
         if lead != 0:
             k = char_cuts(vocab, opt, s, 0, n, cuts, sides, CHAR_CUTS_BATCH, lead < 0xE0)
             if k > 0:
-                if cuts[0] == 3 and (s[1] & 0xC0) != 0x80:
-                    sides[0] = CP_NONE          # s[0:3] is a byte and a 2-byte character, not one character
                 return merge_parts(vocab, opt, s, n, cuts, sides, k, out, sc, lead < 0xE0)
     return merge_piece_uncached(vocab, opt, s, n, out, sc)
 
@@ -1165,8 +1163,8 @@ cdef int merge_parts(const Tables* vocab, const BpeOptions* opt, const uint8_t* 
     # from the last one, reading characters as twos says): the parts' BPE in turn.  A part holds a whole
     # character beside each cut it touches, so a part of 2 or 3 bytes between two cuts is one character (it
     # starts with one of at least 2 bytes, and a 2-byte one and a byte cannot end at a cut, where a character
-    # of at least 2 bytes ends); but the first part of 3 bytes may be a byte and a 2-byte character (merge_cut
-    # clears its entry), and the last one a 2-byte character and a byte (tested here).  A part of one
+    # of at least 2 bytes ends); but the first part of 3 bytes may be a byte and a 2-byte character, and the
+    # last one a 2-byte character and a byte (both tested here, the first once).  A part of one
     # character is its cp_token id (sides) when that is the character's lone BPE.  A part of up to
     # HOT_MAX_PIECE bytes goes through the scratch's table of recent pieces when this encoder owns it, keyed
     # apart from pieces (part_key: a part equal to a token need not encode as that token, as a piece would); a
@@ -1181,6 +1179,8 @@ cdef int merge_parts(const Tables* vocab, const BpeOptions* opt, const uint8_t* 
     # at_x: the cp_token entry of the character a part starts with after a cut, or (the first part) of the
     # one before the first cut: a part of one character is that one.
     cdef uint32_t at_x = sides[0]
+    if cuts[0] == 3 and (p[1] & 0xC0) != 0x80:
+        at_x = CP_NONE                          # p[0:3] is a byte and a 2-byte character, not one character
     while True:
         # Parts 0..last of this batch: part j ends at cuts[j], the last one at n unless more cuts follow.
         last = k - 1 if k == CHAR_CUTS_BATCH else k

@@ -781,9 +781,9 @@ cdef class Vocab:
 
         bigrams: 2^(32 - shift) bits (CHAR_BIGRAM_MIN_BITS to CHAR_BIGRAM_MAX_BITS of them, at least
         CHAR_BIGRAM_SPARSE per bit set where the largest size allows), bit char_bigram_bit(a, b, shift) set when
-        the bytes of some token hold the whole 2- or 3-byte characters a and b side by side.  Each token is read as UTF-8 text is
-        (char_at): a valid 2- or 3-byte sequence is a character; any other byte is stepped over and ends the
-        run.  Every character a text decodes at a lead byte is decoded at that byte here too (a character
+        the bytes of some token hold the whole 2- or 3-byte characters a and b side by side.  Each token is read
+        as UTF-8 text is (char_at): a valid 2- or 3-byte sequence is a character; any other byte is stepped over
+        and ends the run.  Every character a text decodes at a lead byte is decoded at that byte here too (a character
         consumes only its own continuation bytes).
 
         lead_counts: 32 counts, entry b - 0xC0 the number of tokens holding a 2-byte character whose lead byte
